@@ -1,0 +1,163 @@
+//! `from_container`: tc ingress of a host-side veth, i.e. every packet a pod sends.
+//!
+//! Decision order: ARP requests and IPv6 neighbour solicitations for the gateway are answered
+//! here (`neigh`); an IP packet whose source is not an endpoint behind this interface is
+//! dropped; an IP packet to a local endpoint gets its TTL decremented and its L2 addresses
+//! rewritten as a router would, then goes straight into the destination pod with
+//! `bpf_redirect_peer`; everything else goes to the host stack.
+
+use agent_common::{EndpointInfo, EndpointKey, endpoint::ENDPOINT_F_HOST, reason};
+use aya_ebpf::{
+    bindings::{TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT},
+    helpers::bpf_redirect_peer,
+    programs::TcContext,
+};
+
+use crate::{
+    maps::{count, endpoint},
+    neigh,
+    packet::{
+        ETH_LEN, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6, EthHdr, IPPROTO_ICMPV6, Ipv4Hdr, Ipv6Hdr,
+        Truncated, ipv4_decrement_ttl, ptr_at,
+    },
+};
+
+/// What happened to a packet: the counter reason and the tc verdict.
+pub struct Outcome {
+    pub why: u32,
+    pub verdict: i32,
+}
+
+impl Outcome {
+    pub const PASS: Self = Self { why: reason::PASS_STACK, verdict: TC_ACT_OK };
+    pub const MALFORMED: Self = Self { why: reason::DROP_MALFORMED, verdict: TC_ACT_SHOT };
+    pub const INVALID_SOURCE: Self =
+        Self { why: reason::DROP_INVALID_SOURCE, verdict: TC_ACT_SHOT };
+    pub const REDIRECT_FAILED: Self =
+        Self { why: reason::DROP_REDIRECT_FAILED, verdict: TC_ACT_SHOT };
+}
+
+impl From<Truncated> for Outcome {
+    fn from(_: Truncated) -> Self {
+        Self::MALFORMED
+    }
+}
+
+/// Entry point body: classify, count, return the verdict.
+#[inline(always)]
+pub fn run(ctx: &TcContext) -> i32 {
+    let out = match classify(ctx) {
+        Ok(out) | Err(out) => out,
+    };
+    count(ctx, out.why, out.verdict)
+}
+
+#[inline(always)]
+fn classify(ctx: &TcContext) -> Result<Outcome, Outcome> {
+    let eth = ptr_at::<EthHdr>(ctx, 0)?;
+    // SAFETY: `ptr_at` checked that the header lies inside the packet.
+    let proto = u16::from_be_bytes(unsafe { (*eth).proto });
+    match proto {
+        ETH_P_IP => ipv4(ctx),
+        ETH_P_IPV6 => ipv6(ctx),
+        ETH_P_ARP => neigh::arp(ctx),
+        _ => Ok(Outcome::PASS),
+    }
+}
+
+/// ifindex of the interface the packet arrived on (the host-side veth).
+#[inline(always)]
+pub fn ingress_ifindex(ctx: &TcContext) -> u32 {
+    // SAFETY: `skb` points at the program's `__sk_buff` for its whole run.
+    unsafe { (*ctx.skb.skb).ifindex }
+}
+
+/// Is `key` an endpoint reached through `ifindex`? (Anti-spoofing check on the source.)
+#[inline(always)]
+fn source_ok(key: &EndpointKey, ifindex: u32) -> bool {
+    matches!(endpoint(key), Some(ep) if ep.ifindex == ifindex)
+}
+
+#[inline(always)]
+fn ipv4(ctx: &TcContext) -> Result<Outcome, Outcome> {
+    let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN)?;
+    // SAFETY: bounds checked by `ptr_at`; the pointer stays valid until a helper changes the skb.
+    let (ver_ihl, src, dst, ttl) = unsafe { ((*ip).ver_ihl, (*ip).src, (*ip).dst, (*ip).ttl) };
+    if ver_ihl >> 4 != 4 || ver_ihl & 0x0f < 5 {
+        return Err(Outcome::MALFORMED);
+    }
+    if src == [0; 4] {
+        // DHCP and friends: the host decides.
+        return Ok(Outcome::PASS);
+    }
+    if !source_ok(&EndpointKey::v4(src), ingress_ifindex(ctx)) {
+        return Err(Outcome::INVALID_SOURCE);
+    }
+    let Some(ep) = local_destination(&EndpointKey::v4(dst)) else {
+        return Ok(Outcome::PASS);
+    };
+    if ttl <= 1 {
+        // The host stack sends the ICMP time-exceeded.
+        return Ok(Outcome::PASS);
+    }
+    // SAFETY: same bounds-checked header as above; no helper ran in between.
+    unsafe { ipv4_decrement_ttl(&mut *ip) };
+    deliver(ctx, &ep)
+}
+
+#[inline(always)]
+fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
+    let ip = ptr_at::<Ipv6Hdr>(ctx, ETH_LEN)?;
+    // SAFETY: bounds checked by `ptr_at`.
+    let (ver, next, hop, src, dst) = unsafe {
+        ((*ip).ver_tc_flow[0] >> 4, (*ip).next_hdr, (*ip).hop_limit, (*ip).src, (*ip).dst)
+    };
+    if ver != 6 {
+        return Err(Outcome::MALFORMED);
+    }
+    if next == IPPROTO_ICMPV6 {
+        if let Some(out) = neigh::ndp(ctx)? {
+            return Ok(out);
+        }
+    }
+    // Unspecified (::) and link-local (fe80::/10) sources never leave the link: host decides.
+    if src == [0; 16] || (src[0] == 0xfe && src[1] & 0xc0 == 0x80) {
+        return Ok(Outcome::PASS);
+    }
+    if !source_ok(&EndpointKey::v6(src), ingress_ifindex(ctx)) {
+        return Err(Outcome::INVALID_SOURCE);
+    }
+    let Some(ep) = local_destination(&EndpointKey::v6(dst)) else {
+        return Ok(Outcome::PASS);
+    };
+    if hop <= 1 {
+        return Ok(Outcome::PASS);
+    }
+    // SAFETY: same bounds-checked header; no helper ran in between.
+    unsafe { (*ip).hop_limit = hop - 1 };
+    deliver(ctx, &ep)
+}
+
+/// The endpoint `key` if it is a pod on this node (not a host entry).
+#[inline(always)]
+fn local_destination(key: &EndpointKey) -> Option<EndpointInfo> {
+    endpoint(key).filter(|ep| ep.flags & ENDPOINT_F_HOST == 0 && ep.ifindex != 0)
+}
+
+/// Rewrite L2 as the router facing `ep` would send it, then switch into the pod's netns.
+#[inline(always)]
+fn deliver(ctx: &TcContext, ep: &EndpointInfo) -> Result<Outcome, Outcome> {
+    let eth = ptr_at::<EthHdr>(ctx, 0)?;
+    // SAFETY: bounds checked by `ptr_at`.
+    unsafe {
+        (*eth).dst = ep.pod_mac;
+        (*eth).src = ep.node_mac;
+    }
+    // SAFETY: plain helper call; the kernel validates the ifindex when the redirect happens.
+    let ret = unsafe { bpf_redirect_peer(ep.ifindex, 0) };
+    if ret == i64::from(TC_ACT_REDIRECT) {
+        Ok(Outcome { why: reason::REDIRECT_LOCAL, verdict: TC_ACT_REDIRECT })
+    } else {
+        Err(Outcome::REDIRECT_FAILED)
+    }
+}

@@ -1,0 +1,49 @@
+//! weft's tc programs. One file per concern: `maps` declares every map (names come from
+//! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
+//! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
+//! pod's ARP and neighbour solicitations for its gateway.
+//!
+//! Only the `bpf` target builds the programs; on the host (`cargo build --workspace`) this is an
+//! empty binary so workspace-wide commands keep working.
+#![cfg_attr(target_arch = "bpf", no_std)]
+#![cfg_attr(target_arch = "bpf", no_main)]
+
+#[cfg(target_arch = "bpf")]
+mod from_container;
+#[cfg(target_arch = "bpf")]
+mod maps;
+#[cfg(target_arch = "bpf")]
+mod neigh;
+#[cfg(target_arch = "bpf")]
+mod packet;
+
+#[cfg(target_arch = "bpf")]
+use aya_ebpf::{bindings::TC_ACT_OK, macros::classifier, programs::TcContext};
+
+#[cfg(not(target_arch = "bpf"))]
+fn main() {}
+
+#[cfg(target_arch = "bpf")]
+/// tc ingress of a host-side veth: every packet a pod sends.
+#[classifier]
+pub fn from_container(ctx: TcContext) -> i32 {
+    from_container::run(&ctx)
+}
+
+#[cfg(target_arch = "bpf")]
+/// Does nothing: the baseline program of the datapath benchmark.
+#[classifier]
+pub fn weft_noop(_ctx: TcContext) -> i32 {
+    TC_ACT_OK
+}
+
+#[cfg(target_arch = "bpf")]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[cfg(target_arch = "bpf")]
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

@@ -1,0 +1,185 @@
+//! Typed access to the endpoints, interfaces and counters maps. Addresses go in as `IpAddr`
+//! and are encoded with the family-tagged `EndpointKey` of agent-common.
+
+use std::net::IpAddr;
+
+use agent_common::{Counter, EndpointInfo, EndpointKey, IfaceInfo, MacAddr, maps, reason};
+use aya::maps::{HashMap, MapData, MapError, PerCpuArray};
+use serde::Serialize;
+
+use super::{Datapath, DatapathError};
+
+/// One endpoints-map entry, as the CLI prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EndpointRow {
+    /// Pod address.
+    pub ip: IpAddr,
+    /// Host-side veth ifindex.
+    pub ifindex: u32,
+    /// Pod MAC.
+    pub pod_mac: String,
+    /// Host-side veth MAC (the pod's gateway MAC).
+    pub node_mac: String,
+    /// Security identity.
+    pub identity: u32,
+    /// IP pool id.
+    pub pool_id: u32,
+    /// `ENDPOINT_F_*` bits.
+    pub flags: u32,
+}
+
+/// Counter totals of one reason, summed over CPUs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CounterRow {
+    /// Reason name (`agent_common::reason::name`).
+    pub reason: &'static str,
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The endpoints-map key of `ip`.
+#[must_use]
+pub fn key_of(ip: IpAddr) -> EndpointKey {
+    match ip {
+        IpAddr::V4(v4) => EndpointKey::v4(v4.octets()),
+        IpAddr::V6(v6) => EndpointKey::v6(v6.octets()),
+    }
+}
+
+fn ip_of(key: &EndpointKey) -> Option<IpAddr> {
+    match key.family {
+        agent_common::endpoint::FAMILY_IPV4 => {
+            Some(IpAddr::from([key.ip[0], key.ip[1], key.ip[2], key.ip[3]]))
+        }
+        agent_common::endpoint::FAMILY_IPV6 => Some(IpAddr::from(key.ip)),
+        _ => None,
+    }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+#[must_use]
+pub fn format_mac(mac: MacAddr) -> String {
+    mac.map(|b| format!("{b:02x}")).join(":")
+}
+
+fn map_err(map: &'static str, action: &'static str) -> impl FnOnce(MapError) -> DatapathError {
+    move |source| DatapathError::Map { map, action, source }
+}
+
+impl Datapath {
+    fn endpoints(&mut self) -> Result<HashMap<&mut MapData, EndpointKey, EndpointInfo>, DatapathError> {
+        let map = self
+            .ebpf
+            .map_mut(maps::ENDPOINTS)
+            .ok_or(DatapathError::Missing { kind: "map", name: maps::ENDPOINTS })?;
+        HashMap::try_from(map).map_err(map_err(maps::ENDPOINTS, "opening"))
+    }
+
+    fn ifaces(&mut self) -> Result<HashMap<&mut MapData, u32, IfaceInfo>, DatapathError> {
+        let map = self
+            .ebpf
+            .map_mut(maps::IFACES)
+            .ok_or(DatapathError::Missing { kind: "map", name: maps::IFACES })?;
+        HashMap::try_from(map).map_err(map_err(maps::IFACES, "opening"))
+    }
+
+    /// Insert or replace the endpoint for `ip`.
+    ///
+    /// # Errors
+    /// The map is full or the write failed.
+    pub fn upsert_endpoint(&mut self, ip: IpAddr, info: &EndpointInfo) -> Result<(), DatapathError> {
+        self.endpoints()?.insert(key_of(ip), info, 0).map_err(|source| match &source {
+            MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG) => {
+                DatapathError::Full { ip }
+            }
+            _ => DatapathError::Map { map: maps::ENDPOINTS, action: "inserting", source },
+        })
+    }
+
+    /// Remove the endpoint for `ip`; `Ok(false)` if there was none (a no-op).
+    ///
+    /// # Errors
+    /// The delete failed for another reason than a missing key.
+    pub fn remove_endpoint(&mut self, ip: IpAddr) -> Result<bool, DatapathError> {
+        match self.endpoints()?.remove(&key_of(ip)) {
+            Ok(()) => Ok(true),
+            Err(MapError::KeyNotFound) => Ok(false),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(false)
+            }
+            Err(source) => Err(DatapathError::Map { map: maps::ENDPOINTS, action: "removing", source }),
+        }
+    }
+
+    /// Every endpoint, sorted by address.
+    ///
+    /// # Errors
+    /// Iterating the map failed.
+    pub fn list_endpoints(&mut self) -> Result<Vec<EndpointRow>, DatapathError> {
+        let mut rows = Vec::new();
+        for entry in self.endpoints()?.iter() {
+            let (key, info) = entry.map_err(map_err(maps::ENDPOINTS, "iterating"))?;
+            let Some(ip) = ip_of(&key) else { continue };
+            rows.push(EndpointRow {
+                ip,
+                ifindex: info.ifindex,
+                pod_mac: format_mac(info.pod_mac),
+                node_mac: format_mac(info.node_mac),
+                identity: info.sec_identity,
+                pool_id: info.pool_id,
+                flags: info.flags,
+            });
+        }
+        rows.sort_by_key(|r| r.ip);
+        Ok(rows)
+    }
+
+    /// Record the MAC of host-side veth `ifindex` (source of ARP/ND replies).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn upsert_iface(&mut self, ifindex: u32, mac: MacAddr) -> Result<(), DatapathError> {
+        let info = IfaceInfo { mac, pad: [0; 2], flags: 0 };
+        self.ifaces()?.insert(ifindex, info, 0).map_err(map_err(maps::IFACES, "inserting"))
+    }
+
+    /// Forget host-side veth `ifindex`; `Ok(false)` if unknown.
+    ///
+    /// # Errors
+    /// The delete failed for another reason than a missing key.
+    pub fn remove_iface(&mut self, ifindex: u32) -> Result<bool, DatapathError> {
+        match self.ifaces()?.remove(&ifindex) {
+            Ok(()) => Ok(true),
+            Err(MapError::KeyNotFound) => Ok(false),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+                Ok(false)
+            }
+            Err(source) => Err(DatapathError::Map { map: maps::IFACES, action: "removing", source }),
+        }
+    }
+
+    /// Counter totals by reason, summed over CPUs.
+    ///
+    /// # Errors
+    /// Reading the map failed.
+    pub fn counters(&mut self) -> Result<Vec<CounterRow>, DatapathError> {
+        let map = self
+            .ebpf
+            .map_mut(maps::COUNTERS)
+            .ok_or(DatapathError::Missing { kind: "map", name: maps::COUNTERS })?;
+        let counters: PerCpuArray<&mut MapData, Counter> =
+            PerCpuArray::try_from(map).map_err(map_err(maps::COUNTERS, "opening"))?;
+        let mut rows = Vec::new();
+        for why in 0..reason::COUNT {
+            let per_cpu = counters.get(&why, 0).map_err(map_err(maps::COUNTERS, "reading"))?;
+            rows.push(CounterRow {
+                reason: reason::name(why),
+                packets: per_cpu.iter().map(|c| c.packets).sum(),
+                bytes: per_cpu.iter().map(|c| c.bytes).sum(),
+            });
+        }
+        Ok(rows)
+    }
+}

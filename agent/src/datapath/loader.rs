@@ -1,0 +1,144 @@
+//! Loading the embedded eBPF object: check every pinned map against the object's definition,
+//! load with the pins (so a restarted agent keeps the same maps and their contents), load the
+//! programs and re-adopt the tc links a previous agent left pinned.
+
+use std::path::{Path, PathBuf};
+
+use agent_common::maps;
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{MapInfo, MapType},
+    programs::SchedClassifier,
+};
+
+use super::{DEFAULT_PIN_DIR, DatapathError, attach, bpffs};
+
+/// The eBPF object built by `agent/build.rs` from `agent-ebpf`.
+pub static ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft"));
+
+/// Where the datapath keeps its pins.
+#[derive(Clone, Debug)]
+pub struct DatapathConfig {
+    /// bpffs directory for maps (`<dir>/<map>`) and links (`<dir>/links/...`).
+    pub pin_dir: PathBuf,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR) }
+    }
+}
+
+/// The loaded datapath. Dropping it leaves pinned maps and attached links in place, so pods
+/// keep forwarding while no agent runs; the next [`Datapath::load`] adopts them.
+#[derive(Debug)]
+pub struct Datapath {
+    pub(super) ebpf: Ebpf,
+    pub(super) pin_dir: PathBuf,
+}
+
+impl Datapath {
+    /// Load the object, adopting pinned maps and links under `config.pin_dir`.
+    ///
+    /// # Errors
+    /// bpffs cannot be mounted, a pin has the wrong shape, the process lacks privileges, or
+    /// re-adopting a link failed.
+    pub fn load(config: &DatapathConfig) -> Result<Self, DatapathError> {
+        let pin_dir = config.pin_dir.clone();
+        bpffs::prepare(&pin_dir)?;
+        check_pins(&pin_dir)?;
+        let mut loader = EbpfLoader::new();
+        for name in maps::PINNED_MAPS {
+            loader.map_pin_path(name, pin_dir.join(name));
+        }
+        let ebpf = loader.load(ELF).map_err(|source| match &source {
+            aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
+                if io_error.raw_os_error() == Some(libc::EPERM) =>
+            {
+                DatapathError::Privileges { source }
+            }
+            _ => DatapathError::Load { source },
+        })?;
+        let mut datapath = Self { ebpf, pin_dir };
+        datapath.load_program(maps::PROG_FROM_CONTAINER)?;
+        attach::adopt_links(&mut datapath)?;
+        Ok(datapath)
+    }
+
+    /// The bpffs directory this datapath pins into.
+    #[must_use]
+    pub fn pin_dir(&self) -> &Path {
+        &self.pin_dir
+    }
+
+    /// The loaded program `name` (tests run it with `BPF_PROG_TEST_RUN`).
+    ///
+    /// # Errors
+    /// The object has no such classifier, or loading it failed.
+    pub fn program(&mut self, name: &'static str) -> Result<&mut SchedClassifier, DatapathError> {
+        self.load_program(name)?;
+        self.classifier(name)
+    }
+
+    pub(super) fn classifier(
+        &mut self,
+        name: &'static str,
+    ) -> Result<&mut SchedClassifier, DatapathError> {
+        let program = self
+            .ebpf
+            .program_mut(name)
+            .ok_or(DatapathError::Missing { kind: "program", name })?;
+        program.try_into().map_err(|source| DatapathError::Program {
+            action: "expected a classifier:",
+            program: name,
+            ifname: "-".into(),
+            source,
+        })
+    }
+
+    fn load_program(&mut self, name: &'static str) -> Result<(), DatapathError> {
+        let program = self.classifier(name)?;
+        if program.fd().is_ok() {
+            return Ok(());
+        }
+        program.load().map_err(|source| DatapathError::Program {
+            action: "loading",
+            program: name,
+            ifname: "-".into(),
+            source,
+        })
+    }
+}
+
+/// Refuse to adopt a pinned map whose type, key, value, capacity or flags differ from the
+/// object's definition (aya would reuse it unchecked).
+fn check_pins(pin_dir: &Path) -> Result<(), DatapathError> {
+    let object =
+        aya_obj::Object::parse(ELF).map_err(|source| DatapathError::Object { source })?;
+    for name in maps::PINNED_MAPS {
+        let path = pin_dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let def = object.maps.get(name).ok_or(DatapathError::Missing { kind: "map", name })?;
+        let info = MapInfo::from_pin(&path).map_err(|source| DatapathError::Map {
+            map: name,
+            action: "reading the pinned map's info",
+            source,
+        })?;
+        let pinned_type = info.map_type().map_or(u32::MAX, |t: MapType| t as u32);
+        let checks = [
+            ("map type", pinned_type, def.map_type()),
+            ("key size", info.key_size(), def.key_size()),
+            ("value size", info.value_size(), def.value_size()),
+            ("max entries", info.max_entries(), def.max_entries()),
+            ("flags", info.map_flags(), def.map_flags()),
+        ];
+        for (what, pinned, expected) in checks {
+            if pinned != expected {
+                return Err(DatapathError::PinnedMapMismatch { path, what, pinned, expected });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! The host side of a pod as one transaction: veth pair and addresses (`netlink`), the
+//! `from_container` attachment, the interface entry and one endpoint per address. Either all of
+//! it exists afterwards or none of it does.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    path::Path,
+};
+
+use agent_common::EndpointInfo;
+use tracing::warn;
+
+use super::{
+    Datapath, DatapathError,
+    netlink::{self, PodIface, PodIfaceSpec},
+};
+
+/// What a pod needs from the datapath.
+#[derive(Clone, Debug)]
+pub struct PodSpec<'a> {
+    /// Container (sandbox) id; names the host-side veth.
+    pub container_id: &'a str,
+    /// The pod's network namespace file.
+    pub netns: &'a Path,
+    /// Interface name inside the pod (`eth0`).
+    pub ifname: &'a str,
+    /// The pod's addresses (one or both families).
+    pub addrs: &'a [IpAddr],
+    /// IPv4 gateway (the node's router IP).
+    pub gateway_v4: Option<Ipv4Addr>,
+    /// IPv6 gateway (the node's router IP).
+    pub gateway_v6: Option<Ipv6Addr>,
+    /// Security identity of the pod.
+    pub identity: u32,
+    /// Pool the addresses came from.
+    pub pool_id: u32,
+    /// MTU of the veth pair (`None`: kernel default).
+    pub mtu: Option<u32>,
+}
+
+/// Host-side veth name for a container: `wft` + 12 hex digits of a stable hash of its id
+/// (15 characters, the kernel's limit), like Cilium's `lxc<hash>`.
+#[must_use]
+pub fn host_ifname(container_id: &str) -> String {
+    // FNV-1a, 64 bit: stable across builds and platforms.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in container_id.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("wft{:012x}", hash >> 16)
+}
+
+impl Datapath {
+    /// Wire a pod: veth pair, addresses and routes, `from_container`, map entries.
+    ///
+    /// # Errors
+    /// Any step failed; everything done before it has been undone.
+    pub async fn add_pod(&mut self, spec: &PodSpec<'_>) -> Result<PodIface, DatapathError> {
+        let host = host_ifname(spec.container_id);
+        let iface = netlink::create_pod_iface(&PodIfaceSpec {
+            netns: spec.netns,
+            host_ifname: &host,
+            pod_ifname: spec.ifname,
+            addrs: spec.addrs,
+            gateway_v4: spec.gateway_v4,
+            gateway_v6: spec.gateway_v6,
+            mtu: spec.mtu,
+        })
+        .await
+        .map_err(|source| DatapathError::Netlink { host_ifname: host.clone(), source })?;
+        if let Err(error) = self.program_pod(spec, &host, &iface) {
+            self.unwire(&host, iface.host_ifindex, spec.addrs).await;
+            return Err(error);
+        }
+        Ok(iface)
+    }
+
+    fn program_pod(
+        &mut self,
+        spec: &PodSpec<'_>,
+        host: &str,
+        iface: &PodIface,
+    ) -> Result<(), DatapathError> {
+        self.attach_from_container(host)?;
+        self.upsert_iface(iface.host_ifindex, iface.host_mac)?;
+        let info = EndpointInfo {
+            ifindex: iface.host_ifindex,
+            flags: 0,
+            pod_mac: iface.pod_mac,
+            pad0: [0; 2],
+            node_mac: iface.host_mac,
+            pad1: [0; 2],
+            sec_identity: spec.identity,
+            pool_id: spec.pool_id,
+        };
+        for ip in spec.addrs {
+            self.upsert_endpoint(*ip, &info)?;
+        }
+        Ok(())
+    }
+
+    /// Unwire the pod of `container_id`: endpoints behind its veth, interface entry, link pin
+    /// and the veth itself. Unknown container: `Ok(false)`, nothing changes.
+    ///
+    /// # Errors
+    /// A map or netlink operation failed (what could be removed has been).
+    pub async fn remove_pod(&mut self, container_id: &str) -> Result<bool, DatapathError> {
+        let host = host_ifname(container_id);
+        let ifindex = netlink::link_index(&host)
+            .await
+            .map_err(|source| DatapathError::Netlink { host_ifname: host.clone(), source })?;
+        let Some(ifindex) = ifindex else {
+            // The veth is gone already; drop a stale pin if one is left.
+            return self.detach_from_container(&host);
+        };
+        let addrs: Vec<IpAddr> = self
+            .list_endpoints()?
+            .into_iter()
+            .filter(|row| row.ifindex == ifindex)
+            .map(|row| row.ip)
+            .collect();
+        for ip in &addrs {
+            self.remove_endpoint(*ip)?;
+        }
+        self.remove_iface(ifindex)?;
+        self.detach_from_container(&host)?;
+        netlink::delete_pod_iface(&host)
+            .await
+            .map_err(|source| DatapathError::Netlink { host_ifname: host.clone(), source })?;
+        Ok(true)
+    }
+
+    /// Best-effort undo of a half-wired pod (errors are logged: the original error wins).
+    async fn unwire(&mut self, host: &str, ifindex: u32, addrs: &[IpAddr]) {
+        for ip in addrs {
+            if let Err(error) = self.remove_endpoint(*ip) {
+                warn!(%error, %ip, "undo: removing endpoint");
+            }
+        }
+        if let Err(error) = self.remove_iface(ifindex) {
+            warn!(%error, host, "undo: removing interface entry");
+        }
+        if let Err(error) = self.detach_from_container(host) {
+            warn!(%error, host, "undo: unpinning link");
+        }
+        if let Err(error) = netlink::delete_pod_iface(host).await {
+            warn!(%error, host, "undo: deleting veth");
+        }
+    }
+}

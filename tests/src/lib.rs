@@ -1,0 +1,1 @@
+//! weft integration test harness.

@@ -1,0 +1,121 @@
+//! Developer tasks for weft, run as `cargo xtask <command>` (see `.cargo/config.toml`).
+//!
+//! This crate deliberately depends on nothing from the workspace: it has to build on a
+//! fresh machine, before the nightly toolchain and `bpf-linker` that `weft-agent` needs
+//! exist, because installing those is its first job (`cargo xtask setup`).
+
+mod bench;
+mod demo;
+mod run;
+mod setup;
+mod test;
+
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use clap::{Parser, Subcommand};
+
+/// Developer tasks for weft: toolchain setup, the full check suite, a live demo and benchmarks.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Install everything the build and tests need (idempotent): the nightly toolchain
+    /// with rust-src, bpf-linker built against nightly's LLVM, and the Debian packages
+    /// used by the datapath tests.
+    Setup,
+    /// Run setup, then fmt check, clippy (-D warnings), build and the workspace tests.
+    ///
+    /// Must run as root: the datapath tests load eBPF and create network namespaces.
+    Test(test::TestArgs),
+    /// Run setup, build the release agent and wire up three demo pods that ping each other.
+    ///
+    /// Must run as root. Every command is echoed before it runs.
+    Demo(demo::DemoArgs),
+    /// Run setup, then a benchmark in release mode.
+    Bench(bench::BenchArgs),
+}
+
+/// Reports errors as `error: ...` plus their causes, without anyhow's backtrace (which
+/// `RUST_BACKTRACE` would otherwise add): the messages already name the failing command.
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Setup => setup::setup(),
+        Command::Test(args) => test::test(&args),
+        Command::Demo(args) => demo::demo(&args),
+        Command::Bench(args) => bench::bench(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate's directory); all commands run from there.
+///
+/// # Panics
+///
+/// Never in practice: this crate's manifest directory always has a parent.
+#[must_use]
+pub fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+}
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR` if set, else `<workspace>/target`.
+#[must_use]
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || workspace_root().join("target"),
+        |dir| workspace_root().join(dir),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, Command, bench::BenchTarget};
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn test_passes_everything_after_the_separator_to_cargo_test() {
+        let cli = Cli::try_parse_from(["xtask", "test", "--", "netns", "--", "--nocapture"]);
+        let Command::Test(args) = cli.expect("parses").command else {
+            panic!("not the test command");
+        };
+        assert_eq!(args.cargo_test_args, ["netns", "--", "--nocapture"]);
+    }
+
+    #[test]
+    fn bench_takes_a_target_and_passthrough_args() {
+        for argv in [
+            &["xtask", "bench", "datapath", "--seconds", "5"][..],
+            &["xtask", "bench", "datapath", "--", "--seconds", "5"][..],
+        ] {
+            let Command::Bench(args) = Cli::try_parse_from(argv).expect("parses").command else {
+                panic!("not the bench command");
+            };
+            assert_eq!(args.target, BenchTarget::Datapath);
+            assert!(args.args.ends_with(&["--seconds".into(), "5".into()]));
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! `cargo xtask test`: the full local check suite, in the order CI would run it: setup,
+//! then formatting, clippy with warnings denied, a build of every target and the workspace
+//! tests. Output streams live; the first failing step stops the run and is named in the
+//! error. The datapath tests load eBPF and create network namespaces, so this needs root.
+
+use std::{
+    ffi::OsString,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::{run, setup, workspace_root};
+
+/// Arguments of `cargo xtask test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Extra arguments for `cargo test --workspace` (after `--`), e.g. `-- netns -- --nocapture`.
+    #[arg(last = true, value_name = "CARGO_TEST_ARGS")]
+    pub cargo_test_args: Vec<OsString>,
+}
+
+/// Runs setup and then each check step, failing fast; prints the total wall time.
+pub fn test(args: &TestArgs) -> Result<()> {
+    run::require_root("the datapath tests load eBPF and create network namespaces")?;
+    let start = Instant::now();
+    let result = run_steps(args);
+    let elapsed = format_duration(start.elapsed());
+    match &result {
+        Ok(()) => println!("==> all steps passed in {elapsed}"),
+        Err(_) => println!("==> failed after {elapsed}"),
+    }
+    result
+}
+
+fn run_steps(args: &TestArgs) -> Result<()> {
+    step("setup", setup::setup)?;
+    let cargo = |args: &[&str]| {
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(workspace_root()).args(args);
+        cmd
+    };
+    let mut tests = cargo(&["test", "--workspace"]);
+    tests.args(&args.cargo_test_args);
+    let steps = [
+        ("fmt", cargo(&["fmt", "--all", "--", "--check"])),
+        (
+            "clippy",
+            cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        ),
+        ("build", cargo(&["build", "--workspace", "--all-targets"])),
+        ("test", tests),
+    ];
+    for (name, mut cmd) in steps {
+        step(name, || run::echo_run(&mut cmd))?;
+    }
+    Ok(())
+}
+
+fn step(name: &str, body: impl FnOnce() -> Result<()>) -> Result<()> {
+    println!("==> {name}");
+    body().with_context(|| format!("step `{name}` failed"))
+}
+
+fn format_duration(elapsed: Duration) -> String {
+    let secs = elapsed.as_secs();
+    let tenths = elapsed.subsec_millis() / 100;
+    if secs >= 60 {
+        format!("{}m {:02}.{tenths}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}.{tenths}s")
+    }
+}
