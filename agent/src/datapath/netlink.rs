@@ -157,7 +157,8 @@ pub struct PodIface {
 /// Creates and configures the veth pair of a pod; see the module docs.
 ///
 /// Must be called inside a tokio runtime. On error nothing is left behind:
-/// the host veth (and with it the peer) is deleted again.
+/// the host veth (and with it the peer) is deleted again. If the future is
+/// dropped midway, [`delete_pod_iface`] removes whatever was created.
 ///
 /// # Errors
 /// [`NetlinkError::AlreadyExists`] if `host_ifname` exists, a
@@ -190,7 +191,11 @@ pub async fn create_pod_iface(spec: &PodIfaceSpec<'_>) -> Result<PodIface, Netli
             // The one cleanup point: deleting the host end destroys the peer too,
             // wherever it is by now.
             if let Err(cleanup) = delete_link(&node, spec.host_ifname).await {
-                tracing::error!(error = %cleanup, "cleanup after a failed pod interface setup failed");
+                let cause = std::error::Error::source(&cleanup).map(ToString::to_string);
+                tracing::error!(
+                    cause = cause.unwrap_or_default(),
+                    "{cleanup} (cleaning up after: {err})"
+                );
             }
             Err(err)
         }
@@ -233,13 +238,8 @@ async fn configure(
     // Inside the pod netns; the ifindex may change when a link moves.
     let pod_index = require_link(pod, peer).await?.header.index;
     let rename = LinkUnspec::new_with_index(pod_index).name(spec.pod_ifname);
-    set_link(
-        pod,
-        peer,
-        format!("rename to {}", spec.pod_ifname),
-        rename.build(),
-    )
-    .await?;
+    let change = format!("rename to {}", spec.pod_ifname);
+    set_link(pod, peer, change, rename.build()).await?;
     let lo_index = require_link(pod, "lo").await?.header.index;
     set_up(pod, "lo", lo_index).await?;
     set_up(pod, spec.pod_ifname, pod_index).await?;
@@ -618,11 +618,13 @@ mod tests {
                 addrs,
                 &[("local", "10.1.2.3".into()), ("prefixlen", 32.into())]
             ));
+            let v6 = [("local", "fd00::1:2:3".into()), ("prefixlen", 128.into())];
             assert!(has(
                 addrs,
-                &[("local", "fd00::1:2:3".into()), ("prefixlen", 128.into())]
+                &[v6[0].clone(), v6[1].clone(), ("nodad", true.into())]
             ));
-            assert!(!has(addrs, &[("tentative", true.into())]), "NODAD: {addrs}");
+            let tentative = [v6[0].clone(), ("tentative", true.into())];
+            assert!(!has(addrs, &tentative), "usable at once: {addrs}");
             let routes = pod.ip_json(&["route"]);
             let default_v4 = [("dst", "default".into()), ("gateway", "10.1.0.1".into())];
             assert!(has(&routes, &default_v4), "{routes}");

@@ -94,7 +94,10 @@ impl NetNsGuard {
     /// namespace cannot be saved (then the thread has not moved).
     pub fn enter(path: &Path) -> Result<Self, NetNsError> {
         let target = open_netns(path)?;
-        let saved = open_netns(Path::new(THREAD_SELF_NETNS))?;
+        let saved = File::open(THREAD_SELF_NETNS).map_err(|source| NetNsError::Open {
+            path: PathBuf::from(THREAD_SELF_NETNS),
+            source,
+        })?;
         nix::sched::setns(&target, CloneFlags::CLONE_NEWNET).map_err(|source| {
             NetNsError::Enter {
                 path: path.to_path_buf(),
