@@ -1,5 +1,5 @@
 //! Builds `agent-ebpf` for bpfel-unknown-none with aya-build (nightly + bpf-linker) and puts the
-//! object in OUT_DIR, where `datapath::loader` embeds it.
+//! object in `OUT_DIR`, where `datapath::loader` embeds it.
 
 use std::process::Command;
 

@@ -33,13 +33,23 @@ impl EndpointKey {
         ip[1] = octets[1];
         ip[2] = octets[2];
         ip[3] = octets[3];
-        Self { ip, family: FAMILY_IPV4, pad: 0, cluster_id: 0 }
+        Self {
+            ip,
+            family: FAMILY_IPV4,
+            pad: 0,
+            cluster_id: 0,
+        }
     }
 
     /// Key for an IPv6 address given as its sixteen octets.
     #[must_use]
     pub const fn v6(octets: [u8; 16]) -> Self {
-        Self { ip: octets, family: FAMILY_IPV6, pad: 0, cluster_id: 0 }
+        Self {
+            ip: octets,
+            family: FAMILY_IPV6,
+            pad: 0,
+            cluster_id: 0,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ pub const COUNTERS: &str = "weft_ctrs_v1";
 pub const COUNTERS_MAX: u32 = crate::reason::COUNT;
 
 // Reserved for the next datapath issues (ipcache and per-pool masquerade exclusion):
-/// IPCache map name (`LPM_TRIE`, prefix → identity).
+/// `IPCache` map name (`LPM_TRIE`, prefix → identity).
 pub const IPCACHE: &str = "weft_ipc_v1";
 /// Per-pool masquerade exclusion map name (`LPM_TRIE`, (pool, prefix) → flags).
 pub const MASQ_EXCLUDE: &str = "weft_masq_v1";

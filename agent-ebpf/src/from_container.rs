@@ -29,12 +29,22 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub const PASS: Self = Self { why: reason::PASS_STACK, verdict: TC_ACT_OK };
-    pub const MALFORMED: Self = Self { why: reason::DROP_MALFORMED, verdict: TC_ACT_SHOT };
-    pub const INVALID_SOURCE: Self =
-        Self { why: reason::DROP_INVALID_SOURCE, verdict: TC_ACT_SHOT };
-    pub const REDIRECT_FAILED: Self =
-        Self { why: reason::DROP_REDIRECT_FAILED, verdict: TC_ACT_SHOT };
+    pub const PASS: Self = Self {
+        why: reason::PASS_STACK,
+        verdict: TC_ACT_OK,
+    };
+    pub const MALFORMED: Self = Self {
+        why: reason::DROP_MALFORMED,
+        verdict: TC_ACT_SHOT,
+    };
+    pub const INVALID_SOURCE: Self = Self {
+        why: reason::DROP_INVALID_SOURCE,
+        verdict: TC_ACT_SHOT,
+    };
+    pub const REDIRECT_FAILED: Self = Self {
+        why: reason::DROP_REDIRECT_FAILED,
+        verdict: TC_ACT_SHOT,
+    };
 }
 
 impl From<Truncated> for Outcome {
@@ -110,7 +120,13 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
     let ip = ptr_at::<Ipv6Hdr>(ctx, ETH_LEN)?;
     // SAFETY: bounds checked by `ptr_at`.
     let (ver, next, hop, src, dst) = unsafe {
-        ((*ip).ver_tc_flow[0] >> 4, (*ip).next_hdr, (*ip).hop_limit, (*ip).src, (*ip).dst)
+        (
+            (*ip).ver_tc_flow[0] >> 4,
+            (*ip).next_hdr,
+            (*ip).hop_limit,
+            (*ip).src,
+            (*ip).dst,
+        )
     };
     if ver != 6 {
         return Err(Outcome::MALFORMED);
@@ -156,7 +172,10 @@ fn deliver(ctx: &TcContext, ep: &EndpointInfo) -> Result<Outcome, Outcome> {
     // SAFETY: plain helper call; the kernel validates the ifindex when the redirect happens.
     let ret = unsafe { bpf_redirect_peer(ep.ifindex, 0) };
     if ret == i64::from(TC_ACT_REDIRECT) {
-        Ok(Outcome { why: reason::REDIRECT_LOCAL, verdict: TC_ACT_REDIRECT })
+        Ok(Outcome {
+            why: reason::REDIRECT_LOCAL,
+            verdict: TC_ACT_REDIRECT,
+        })
     } else {
         Err(Outcome::REDIRECT_FAILED)
     }

@@ -72,7 +72,9 @@ pub fn arp(ctx: &TcContext) -> Result<Outcome, Outcome> {
         return Ok(Outcome::PASS);
     }
     let ifindex = ingress_ifindex(ctx);
-    let Some(info) = iface(ifindex) else { return Ok(Outcome::PASS) };
+    let Some(info) = iface(ifindex) else {
+        return Ok(Outcome::PASS);
+    };
     if !matches!(endpoint(&EndpointKey::v4(a.spa)), Some(ep) if ep.ifindex == ifindex) {
         return Ok(Outcome::PASS);
     }
@@ -115,7 +117,9 @@ pub fn ndp(ctx: &TcContext) -> Result<Option<Outcome>, Outcome> {
         return Ok(None);
     }
     let ifindex = ingress_ifindex(ctx);
-    let Some(info) = iface(ifindex) else { return Ok(None) };
+    let Some(info) = iface(ifindex) else {
+        return Ok(None);
+    };
     let asker_ip = ip.src;
     let asker_mac = msg.opt_mac;
     ip.src = msg.target;
@@ -150,8 +154,14 @@ fn bounce(ifindex: u32) -> Outcome {
     // SAFETY: plain helper call.
     let ret = unsafe { bpf_redirect(ifindex, 0) };
     if ret == i64::from(TC_ACT_REDIRECT) {
-        Outcome { why: reason::NEIGH_REPLY, verdict: TC_ACT_REDIRECT as i32 }
+        Outcome {
+            why: reason::NEIGH_REPLY,
+            verdict: TC_ACT_REDIRECT as i32,
+        }
     } else {
-        Outcome { why: reason::DROP_REDIRECT_FAILED, verdict: TC_ACT_SHOT }
+        Outcome {
+            why: reason::DROP_REDIRECT_FAILED,
+            verdict: TC_ACT_SHOT,
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! Command line of `weft-agent` (clap derive; the `///` docs are the `--help`). Every input a
-//! DaemonSet sets also reads an environment variable.
+//! Command line of `weft-agent` (clap derive; the doc comments are the `--help`). Every input a
+//! `DaemonSet` sets also reads an environment variable.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
@@ -38,7 +38,7 @@ pub enum Command {
 /// `weft-agent pod ...`
 #[derive(Debug, Subcommand)]
 pub enum PodCommand {
-    /// Create the pod's veth pair, addresses and routes, attach from_container, add endpoints.
+    /// Create the pod's veth pair, addresses and routes, attach `from_container`, add endpoints.
     Add(PodAdd),
     /// Remove everything `pod add` created for a container (no-op if unknown).
     Del {

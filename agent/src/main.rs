@@ -24,12 +24,15 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let config = DatapathConfig { pin_dir: cli.pin_dir };
+    let config = DatapathConfig {
+        pin_dir: cli.pin_dir,
+    };
     let mut datapath = Datapath::load(&config).context("loading the datapath")?;
     match cli.command {
         Command::Run => {
             tracing::info!(pin_dir = %config.pin_dir.display(), "datapath ready");
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
@@ -39,7 +42,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pod(PodCommand::Add(add)) => pod_add(&mut datapath, &add).await?,
         Command::Pod(PodCommand::Del { id }) => {
             let removed = datapath.remove_pod(&id).await?;
-            println!("{}", if removed { "removed" } else { "not found (nothing to do)" });
+            println!(
+                "{}",
+                if removed {
+                    "removed"
+                } else {
+                    "not found (nothing to do)"
+                }
+            );
         }
         Command::Bpf(BpfCommand::Endpoint(EndpointCommand::List { output })) => {
             let rows = datapath.list_endpoints()?;

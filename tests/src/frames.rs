@@ -115,7 +115,7 @@ pub fn solicited_node(target: Ipv6Addr) -> Ipv6Addr {
     )
 }
 
-/// ICMPv6 checksum of `message` between `src` and `dst` (0 when `message` carries a valid one).
+/// `ICMPv6` checksum of `message` between `src` and `dst` (0 when `message` carries a valid one).
 #[must_use]
 pub fn icmp6_csum(src: Ipv6Addr, dst: Ipv6Addr, message: &[u8]) -> u16 {
     let mut pseudo = Vec::new();

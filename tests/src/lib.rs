@@ -3,6 +3,12 @@
 //! helpers to run commands inside pods. Used by the integration tests, the benchmarks and
 //! nothing in production. Every failure panics with the reason (tests must fail loudly).
 
+#![allow(
+    clippy::missing_panics_doc,
+    reason = "a test harness: every helper panics with the reason instead of returning errors"
+)]
+
+pub mod bench;
 pub mod frames;
 
 use std::{
@@ -23,22 +29,27 @@ static NEXT: AtomicU32 = AtomicU32::new(0);
 /// A name unique to this process and call: `<prefix><pid>x<n>`.
 #[must_use]
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}{}x{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Panic unless running as root: the datapath tests load eBPF and create namespaces.
 pub fn require_root() {
-    if !nix::unistd::geteuid().is_root() {
-        panic!(
-            "this test loads eBPF programs and creates network namespaces: run it as root \
-             (`sudo -E cargo xtask test`); refusing to skip silently"
-        );
-    }
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test loads eBPF programs and creates network namespaces: run it as root \
+         (`sudo -E cargo xtask test`); refusing to skip silently"
+    );
 }
 
 /// Run `cmd` and panic with its output if it fails.
 pub fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
@@ -120,7 +131,9 @@ impl Default for NamedNetNs {
 
 impl Drop for NamedNetNs {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
@@ -143,7 +156,16 @@ impl Pod {
     pub fn ping(&self, dst: IpAddr, count: u32, interval: &str) -> bool {
         self.netns
             .command("ping")
-            .args(["-n", "-q", "-c", &count.to_string(), "-i", interval, "-W", "1"])
+            .args([
+                "-n",
+                "-q",
+                "-c",
+                &count.to_string(),
+                "-i",
+                interval,
+                "-W",
+                "1",
+            ])
             .arg(dst.to_string())
             .status()
             .unwrap_or_else(|e| panic!("cannot run ping: {e}"))
@@ -175,13 +197,20 @@ impl Node {
     pub fn new() -> Self {
         require_root();
         let netns = ThreadNetNs::new();
-        let config = DatapathConfig { pin_dir: Path::new("/sys/fs/bpf").join(unique("weft-test-")) };
+        let config = DatapathConfig {
+            pin_dir: Path::new("/sys/fs/bpf").join(unique("weft-test-")),
+        };
         let datapath = Datapath::load(&config).unwrap_or_else(|e| panic!("{}", report(&e)));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
-        Self { datapath, config, runtime, _netns: netns }
+        Self {
+            datapath,
+            config,
+            runtime,
+            _netns: netns,
+        }
     }
 
     /// The datapath's configuration (its pin dir).
@@ -190,7 +219,7 @@ impl Node {
         &self.config
     }
 
-    /// Wire pod number `n` (1..=200): 10.77.0.(10+n) and fd00:77::(10+n).
+    /// Wire pod number `n` (1..=200): `10.77.0.(10+n)` and `fd00:77::(10+n)`.
     pub fn add_pod(&mut self, n: u8) -> Pod {
         let netns = NamedNetNs::new();
         let v4 = Ipv4Addr::new(10, 77, 0, 10 + n);
@@ -291,13 +320,17 @@ pub fn test_run_repeat(
     repeat: u32,
 ) -> (u32, Vec<u8>, std::time::Duration) {
     use aya::programs::{TestRun as _, TestRunOptions};
-    let program = datapath.program(name).unwrap_or_else(|e| panic!("{}", report(&e)));
+    let program = datapath
+        .program(name)
+        .unwrap_or_else(|e| panic!("{}", report(&e)));
     let mut out = vec![0u8; frame.len() + 256];
     let mut opts = TestRunOptions::new();
     opts.data_in = Some(frame);
     opts.data_out = Some(&mut out);
     opts.repeat = repeat;
-    let result = program.test_run(opts).unwrap_or_else(|e| panic!("test_run {name}: {}", report(&e)));
+    let result = program
+        .test_run(opts)
+        .unwrap_or_else(|e| panic!("test_run {name}: {}", report(&e)));
     out.truncate(result.data_size_out as usize);
     (result.return_value, out, result.duration)
 }

@@ -14,18 +14,39 @@ fn object() -> Object {
 fn maps_exist_with_the_abi_sizes() {
     let object = object();
     let expect = [
-        (maps::ENDPOINTS, size_of::<EndpointKey>(), size_of::<EndpointInfo>(), maps::ENDPOINTS_MAX),
-        (maps::IFACES, size_of::<u32>(), size_of::<IfaceInfo>(), maps::IFACES_MAX),
-        (maps::COUNTERS, size_of::<u32>(), size_of::<Counter>(), maps::COUNTERS_MAX),
+        (
+            maps::ENDPOINTS,
+            size_of::<EndpointKey>(),
+            size_of::<EndpointInfo>(),
+            maps::ENDPOINTS_MAX,
+        ),
+        (
+            maps::IFACES,
+            size_of::<u32>(),
+            size_of::<IfaceInfo>(),
+            maps::IFACES_MAX,
+        ),
+        (
+            maps::COUNTERS,
+            size_of::<u32>(),
+            size_of::<Counter>(),
+            maps::COUNTERS_MAX,
+        ),
     ];
     for (name, key, value, max) in expect {
         let map = object.maps.get(name).unwrap_or_else(|| {
-            panic!("map {name} missing; the object has {:?}", object.maps.keys().collect::<Vec<_>>())
+            panic!(
+                "map {name} missing; the object has {:?}",
+                object.maps.keys().collect::<Vec<_>>()
+            )
         });
         assert_eq!(map.key_size() as usize, key, "{name} key size");
         assert_eq!(map.value_size() as usize, value, "{name} value size");
         assert_eq!(map.max_entries(), max, "{name} max entries");
-        assert!(matches!(map, Map::Btf(_)), "{name} must be a BTF map (#[btf_map])");
+        assert!(
+            matches!(map, Map::Btf(_)),
+            "{name} must be a BTF map (#[btf_map])"
+        );
     }
     for name in maps::PINNED_MAPS {
         assert!(object.maps.contains_key(name), "pinned map {name} missing");

@@ -16,8 +16,17 @@ use weft_agent::datapath::netns::in_netns;
 use weft_tests::{Node, Pod, run};
 
 fn forwarding_is_off() {
-    let out = run(Command::new("sysctl").args(["-n", "net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding"]));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>(), ["0", "0"]);
+    let out = run(Command::new("sysctl").args([
+        "-n",
+        "net.ipv4.ip_forward",
+        "net.ipv6.conf.all.forwarding",
+    ]));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["0", "0"]
+    );
 }
 
 fn three_pods(node: &mut Node) -> [Pod; 3] {
@@ -31,14 +40,26 @@ fn pods_reach_each_other_only_through_the_redirect() {
     let pods = three_pods(&mut node);
     let before = node.counters();
     for (a, b) in [(0, 1), (1, 2), (2, 0)] {
-        assert!(pods[a].ping(IpAddr::V4(pods[b].v4), 3, "0.05"), "IPv4 pod{a} -> pod{b}");
-        assert!(pods[a].ping(IpAddr::V6(pods[b].v6), 3, "0.05"), "IPv6 pod{a} -> pod{b}");
+        assert!(
+            pods[a].ping(IpAddr::V4(pods[b].v4), 3, "0.05"),
+            "IPv4 pod{a} -> pod{b}"
+        );
+        assert!(
+            pods[a].ping(IpAddr::V6(pods[b].v6), 3, "0.05"),
+            "IPv6 pod{a} -> pod{b}"
+        );
     }
     let after = node.counters();
     // 6 ping runs x 3 echo requests, each answered: at least 36 redirected packets.
     let redirected = after["redirect_local"] - before["redirect_local"];
-    assert!(redirected >= 36, "expected >= 36 redirects, counters: {after:?}");
-    assert!(after["neigh_reply"] >= 6, "gateway ARP/ND answered by the datapath: {after:?}");
+    assert!(
+        redirected >= 36,
+        "expected >= 36 redirects, counters: {after:?}"
+    );
+    assert!(
+        after["neigh_reply"] >= 6,
+        "gateway ARP/ND answered by the datapath: {after:?}"
+    );
     assert_eq!(after["drop_invalid_source"], 0, "{after:?}");
 }
 
@@ -59,11 +80,15 @@ fn tcp_between_pods() {
             buf.len()
         });
         let payload = vec![0x5a_u8; 1 << 20];
-        let mut client = in_netns(&pods[0].netns.path(), || TcpStream::connect_timeout(&addr, Duration::from_secs(3)))
-            .expect("enter pod netns")
-            .expect("connect from pod 0");
+        let mut client = in_netns(&pods[0].netns.path(), || {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        })
+        .expect("enter pod netns")
+        .expect("connect from pod 0");
         client.write_all(&payload).expect("send");
-        client.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        client
+            .shutdown(std::net::Shutdown::Write)
+            .expect("shutdown");
         let mut echoed = Vec::new();
         client.read_to_end(&mut echoed).expect("read echo");
         assert_eq!(server.join().expect("server"), payload.len());
@@ -78,9 +103,16 @@ fn removing_an_endpoint_or_a_pod_stops_traffic_to_it() {
     let pods = three_pods(&mut node);
     assert!(pods[0].ping(IpAddr::V4(pods[1].v4), 1, "0.1"));
     // Endpoint gone from the map: packets go to the host stack, which does not forward here.
-    assert!(node.datapath.remove_endpoint(IpAddr::V4(pods[1].v4)).expect("remove"));
+    assert!(
+        node.datapath
+            .remove_endpoint(IpAddr::V4(pods[1].v4))
+            .expect("remove")
+    );
     let passed = node.counters()["pass_stack"];
-    assert!(!pods[0].ping(IpAddr::V4(pods[1].v4), 2, "0.1"), "removed endpoint still reachable");
+    assert!(
+        !pods[0].ping(IpAddr::V4(pods[1].v4), 2, "0.1"),
+        "removed endpoint still reachable"
+    );
     assert!(node.counters()["pass_stack"] >= passed + 2);
     // The other family and the other pods are unaffected.
     assert!(pods[0].ping(IpAddr::V6(pods[1].v6), 1, "0.1"));
@@ -88,10 +120,25 @@ fn removing_an_endpoint_or_a_pod_stops_traffic_to_it() {
 
     // Whole pod removed: veth, link pin, interface and endpoint entries go.
     let id = pods[2].id.clone();
-    assert!(node.runtime.block_on(node.datapath.remove_pod(&id)).expect("remove pod"));
-    assert!(!node.runtime.block_on(node.datapath.remove_pod(&id)).expect("second remove is a no-op"));
+    assert!(
+        node.runtime
+            .block_on(node.datapath.remove_pod(&id))
+            .expect("remove pod")
+    );
+    assert!(
+        !node
+            .runtime
+            .block_on(node.datapath.remove_pod(&id))
+            .expect("second remove is a no-op")
+    );
     assert!(!pods[0].ping(IpAddr::V4(pods[2].v4), 2, "0.1"));
-    let left: Vec<_> = node.datapath.list_endpoints().expect("list").into_iter().map(|r| r.ip).collect();
+    let left: Vec<_> = node
+        .datapath
+        .list_endpoints()
+        .expect("list")
+        .into_iter()
+        .map(|r| r.ip)
+        .collect();
     assert!(!left.contains(&IpAddr::V4(pods[2].v4)) && !left.contains(&IpAddr::V6(pods[2].v6)));
     assert_eq!(node.links_named("wft").len(), 2);
     assert_eq!(node.datapath.attached_interfaces().expect("links").len(), 2);

@@ -64,9 +64,17 @@ fn ipv4_to_local_endpoint_is_redirected_with_router_rewrite() {
     let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame);
     assert_eq!(verdict, TC_ACT_REDIRECT);
     assert_eq!(out[0..6], PEER_POD_MAC, "destination MAC = destination pod");
-    assert_eq!(out[6..12], PEER_NODE_MAC, "source MAC = the router side facing that pod");
+    assert_eq!(
+        out[6..12],
+        PEER_NODE_MAC,
+        "source MAC = the router side facing that pod"
+    );
     assert_eq!(out[14 + 8], 63, "TTL decremented");
-    assert_eq!(frames::ipv4_header_csum(&out[14..34]), 0, "IPv4 header checksum still valid");
+    assert_eq!(
+        frames::ipv4_header_csum(&out[14..34]),
+        0,
+        "IPv4 header checksum still valid"
+    );
     // Only the TTL and checksum changed in L3; L4 is untouched.
     assert_eq!(out[34..], frame[34..]);
     assert_eq!(node.counters()["redirect_local"], 1);
@@ -87,12 +95,21 @@ fn spoofed_sources_are_dropped() {
     let mut node = node();
     // Not an endpoint at all.
     let frame = frames::udp4(Ipv4Addr::new(10, 77, 0, 99), DST4, 64, b"x");
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame).0, TC_ACT_SHOT);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame).0,
+        TC_ACT_SHOT
+    );
     // An endpoint, but behind another interface (DST4 lives on PEER_IFINDEX).
     let frame = frames::udp4(DST4, SRC4, 64, b"x");
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame).0, TC_ACT_SHOT);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame).0,
+        TC_ACT_SHOT
+    );
     let frame = frames::udp6(DST6, SRC6, 64, b"x");
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame).0, TC_ACT_SHOT);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame).0,
+        TC_ACT_SHOT
+    );
     assert_eq!(node.counters()["drop_invalid_source"], 3);
 }
 
@@ -101,10 +118,17 @@ fn expiring_ttl_and_non_ip_go_to_the_stack() {
     let mut node = node();
     let frame = frames::udp4(SRC4, DST4, 1, b"x");
     let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame);
-    assert_eq!((verdict, out), (TC_ACT_OK, frame), "TTL 1: the stack sends time-exceeded");
+    assert_eq!(
+        (verdict, out),
+        (TC_ACT_OK, frame),
+        "TTL 1: the stack sends time-exceeded"
+    );
     let mut lldp = frames::udp4(SRC4, DST4, 64, b"x");
     lldp[12..14].copy_from_slice(&0x88ccu16.to_be_bytes());
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &lldp).0, TC_ACT_OK);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &lldp).0,
+        TC_ACT_OK
+    );
     assert_eq!(node.counters()["pass_stack"], 2);
 }
 
@@ -119,10 +143,16 @@ fn malformed_headers_are_dropped() {
     let frame = frames::udp4(SRC4, DST4, 64, b"x");
     let mut bad_version = frame.clone();
     bad_version[14] = 0x65;
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &bad_version).0, TC_ACT_SHOT);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &bad_version).0,
+        TC_ACT_SHOT
+    );
     let mut short_ihl = frame;
     short_ihl[14] = 0x44;
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &short_ihl).0, TC_ACT_SHOT);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &short_ihl).0,
+        TC_ACT_SHOT
+    );
     assert_eq!(node.counters()["drop_malformed"], 3);
 }
 
@@ -135,13 +165,24 @@ fn ipv6_to_local_endpoint_is_redirected_with_hop_limit_decremented() {
     assert_eq!(out[0..6], PEER_POD_MAC);
     assert_eq!(out[6..12], PEER_NODE_MAC);
     assert_eq!(out[14 + 7], 63, "hop limit decremented");
-    assert_eq!(out[14 + 8..], frame[14 + 8..], "addresses and payload untouched");
+    assert_eq!(
+        out[14 + 8..],
+        frame[14 + 8..],
+        "addresses and payload untouched"
+    );
 
     let unknown = frames::udp6(SRC6, "2001:db8::1".parse().expect("ip"), 64, b"x");
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &unknown).0, TC_ACT_OK);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &unknown).0,
+        TC_ACT_OK
+    );
     let link_local = frames::udp6("fe80::1".parse().expect("ip"), DST6, 64, b"x");
     let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &link_local);
-    assert_eq!((verdict, out), (TC_ACT_OK, link_local), "link-local sources are never routed");
+    assert_eq!(
+        (verdict, out),
+        (TC_ACT_OK, link_local),
+        "link-local sources are never routed"
+    );
 }
 
 #[test]
@@ -150,21 +191,34 @@ fn arp_request_for_the_gateway_is_answered_with_the_veth_mac() {
     let gw = Ipv4Addr::new(10, 77, 0, 1);
     let frame = frames::arp_request(SRC4, gw);
     let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame);
-    assert_eq!(verdict, TC_ACT_REDIRECT, "reply bounced back out of the veth");
+    assert_eq!(
+        verdict, TC_ACT_REDIRECT,
+        "reply bounced back out of the veth"
+    );
     assert_eq!(out[0..6], POD_MAC);
     assert_eq!(out[6..12], LO_NODE_MAC);
     assert_eq!(out[14 + 6..14 + 8], [0, 2], "op = reply");
     assert_eq!(out[14 + 8..14 + 14], LO_NODE_MAC, "sender MAC = veth MAC");
-    assert_eq!(out[14 + 14..14 + 18], gw.octets(), "sender IP = the asked-for address");
+    assert_eq!(
+        out[14 + 14..14 + 18],
+        gw.octets(),
+        "sender IP = the asked-for address"
+    );
     assert_eq!(out[14 + 18..14 + 24], POD_MAC);
     assert_eq!(out[14 + 24..14 + 28], SRC4.octets());
     assert_eq!(node.counters()["neigh_reply"], 1);
 
     // Gratuitous ARP (asking for itself) and requests from unknown senders: the host decides.
     let gratuitous = frames::arp_request(SRC4, SRC4);
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &gratuitous), (TC_ACT_OK, gratuitous));
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &gratuitous),
+        (TC_ACT_OK, gratuitous)
+    );
     let stranger = frames::arp_request(Ipv4Addr::new(10, 77, 0, 99), gw);
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &stranger).0, TC_ACT_OK);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &stranger).0,
+        TC_ACT_OK
+    );
 }
 
 #[test]
@@ -187,18 +241,37 @@ fn neighbor_solicitation_is_answered_with_a_valid_advertisement() {
     assert_eq!(msg[8..24], gw.octets());
     assert_eq!(msg[24..26], [2, 1], "target link-layer address option");
     assert_eq!(msg[26..32], LO_NODE_MAC);
-    assert_eq!(frames::icmp6_csum(src, dst, msg), 0, "ICMPv6 checksum valid");
+    assert_eq!(
+        frames::icmp6_csum(src, dst, msg),
+        0,
+        "ICMPv6 checksum valid"
+    );
 
     // Duplicate-address detection (source ::) is not answered.
     let dad = frames::neighbor_solicit(Ipv6Addr::UNSPECIFIED, SRC6);
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &dad).0, TC_ACT_OK);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &dad).0,
+        TC_ACT_OK
+    );
 }
 
 #[test]
 fn removed_endpoint_is_no_longer_a_destination() {
     let mut node = node();
-    assert!(node.datapath.remove_endpoint(IpAddr::V4(DST4)).expect("remove"));
-    assert!(!node.datapath.remove_endpoint(IpAddr::V4(DST4)).expect("remove twice is a no-op"));
+    assert!(
+        node.datapath
+            .remove_endpoint(IpAddr::V4(DST4))
+            .expect("remove")
+    );
+    assert!(
+        !node
+            .datapath
+            .remove_endpoint(IpAddr::V4(DST4))
+            .expect("remove twice is a no-op")
+    );
     let frame = frames::udp4(SRC4, DST4, 64, b"x");
-    assert_eq!(test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame), (TC_ACT_OK, frame));
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &frame),
+        (TC_ACT_OK, frame)
+    );
 }

@@ -74,7 +74,10 @@ impl Datapath {
         };
         let mut names = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|source| DatapathError::Pin { path: dir.clone(), source })?;
+            let entry = entry.map_err(|source| DatapathError::Pin {
+                path: dir.clone(),
+                source,
+            })?;
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
         names.sort();
@@ -102,20 +105,28 @@ fn readopt(
     path: &PathBuf,
     ifname: &str,
 ) -> Result<bool, DatapathError> {
-    let pinned = PinnedLink::from_pin(path)
-        .map_err(|source| DatapathError::Link { path: path.clone(), source })?;
-    let link = SchedClassifierLink::try_from(FdLink::from(pinned))
-        .map_err(|source| DatapathError::Link { path: path.clone(), source })?;
+    let pinned = PinnedLink::from_pin(path).map_err(|source| DatapathError::Link {
+        path: path.clone(),
+        source: Box::new(source),
+    })?;
+    let link = SchedClassifierLink::try_from(FdLink::from(pinned)).map_err(|source| {
+        DatapathError::Link {
+            path: path.clone(),
+            source: Box::new(source),
+        }
+    })?;
     match program.attach_to_link(link) {
         Ok(id) => {
             // The pin keeps the link; drop our handle without detaching.
             let link = program
                 .take_link(id)
                 .map_err(|source| program_error("taking the link of", ifname, source))?;
-            drop(FdLink::try_from(link).map_err(|source: LinkError| DatapathError::Link {
-                path: path.clone(),
-                source,
-            })?);
+            drop(
+                FdLink::try_from(link).map_err(|source: LinkError| DatapathError::Link {
+                    path: path.clone(),
+                    source: Box::new(source),
+                })?,
+            );
             debug!(ifname, "re-adopted link");
             Ok(true)
         }
@@ -134,13 +145,17 @@ fn pin_link(
     path: &PathBuf,
     ifname: &str,
 ) -> Result<(), DatapathError> {
-    let link =
-        program.take_link(id).map_err(|source| program_error("taking the link of", ifname, source))?;
-    let fd_link = FdLink::try_from(link)
-        .map_err(|source| DatapathError::Link { path: path.clone(), source })?;
-    fd_link
-        .pin(path)
-        .map_err(|source| DatapathError::PinLink { path: path.clone(), source })?;
+    let link = program
+        .take_link(id)
+        .map_err(|source| program_error("taking the link of", ifname, source))?;
+    let fd_link = FdLink::try_from(link).map_err(|source| DatapathError::Link {
+        path: path.clone(),
+        source: Box::new(source),
+    })?;
+    fd_link.pin(path).map_err(|source| DatapathError::PinLink {
+        path: path.clone(),
+        source: Box::new(source),
+    })?;
     Ok(())
 }
 
@@ -149,5 +164,10 @@ fn program_error(
     ifname: &str,
     source: aya::programs::ProgramError,
 ) -> DatapathError {
-    DatapathError::Program { action, program: PROGRAM, ifname: ifname.into(), source }
+    DatapathError::Program {
+        action,
+        program: PROGRAM,
+        ifname: ifname.into(),
+        source: Box::new(source),
+    }
 }

@@ -2,7 +2,7 @@
 //! Owns no maps or programs; `loader` and `attach` decide what gets pinned where.
 
 use std::{
-    fs,
+    fs, io,
     path::{Path, PathBuf},
 };
 
@@ -23,16 +23,36 @@ pub fn prepare(pin_dir: &Path) -> Result<(), DatapathError> {
         .find(|p| p.exists())
         .map_or_else(|| PathBuf::from("/sys/fs/bpf"), Path::to_path_buf);
     if !is_bpffs(&mount_point) {
-        mount(Some("bpf"), &mount_point, Some("bpf"), MsFlags::empty(), None::<&str>).map_err(
-            |source| DatapathError::BpffsMount { path: mount_point.clone(), source },
-        )?;
+        mount(
+            Some("bpf"),
+            &mount_point,
+            Some("bpf"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .map_err(|source| DatapathError::BpffsMount {
+            path: mount_point.clone(),
+            source,
+        })?;
     }
     create_dir(pin_dir)
 }
 
 /// Create `dir` (and parents) with mode 0755.
 pub fn create_dir(dir: &Path) -> Result<(), DatapathError> {
-    fs::create_dir_all(dir).map_err(|source| DatapathError::Pin { path: dir.into(), source })
+    fs::create_dir_all(dir).map_err(|source| {
+        if source.kind() == io::ErrorKind::PermissionDenied {
+            DatapathError::PinPermission {
+                path: dir.into(),
+                source,
+            }
+        } else {
+            DatapathError::Pin {
+                path: dir.into(),
+                source,
+            }
+        }
+    })
 }
 
 fn is_bpffs(path: &Path) -> bool {

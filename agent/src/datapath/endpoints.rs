@@ -65,15 +65,24 @@ pub fn format_mac(mac: MacAddr) -> String {
 }
 
 fn map_err(map: &'static str, action: &'static str) -> impl FnOnce(MapError) -> DatapathError {
-    move |source| DatapathError::Map { map, action, source }
+    move |source| DatapathError::Map {
+        map,
+        action,
+        source: Box::new(source),
+    }
 }
 
 impl Datapath {
-    fn endpoints(&mut self) -> Result<HashMap<&mut MapData, EndpointKey, EndpointInfo>, DatapathError> {
+    fn endpoints(
+        &mut self,
+    ) -> Result<HashMap<&mut MapData, EndpointKey, EndpointInfo>, DatapathError> {
         let map = self
             .ebpf
             .map_mut(maps::ENDPOINTS)
-            .ok_or(DatapathError::Missing { kind: "map", name: maps::ENDPOINTS })?;
+            .ok_or(DatapathError::Missing {
+                kind: "map",
+                name: maps::ENDPOINTS,
+            })?;
         HashMap::try_from(map).map_err(map_err(maps::ENDPOINTS, "opening"))
     }
 
@@ -81,7 +90,10 @@ impl Datapath {
         let map = self
             .ebpf
             .map_mut(maps::IFACES)
-            .ok_or(DatapathError::Missing { kind: "map", name: maps::IFACES })?;
+            .ok_or(DatapathError::Missing {
+                kind: "map",
+                name: maps::IFACES,
+            })?;
         HashMap::try_from(map).map_err(map_err(maps::IFACES, "opening"))
     }
 
@@ -89,13 +101,23 @@ impl Datapath {
     ///
     /// # Errors
     /// The map is full or the write failed.
-    pub fn upsert_endpoint(&mut self, ip: IpAddr, info: &EndpointInfo) -> Result<(), DatapathError> {
-        self.endpoints()?.insert(key_of(ip), info, 0).map_err(|source| match &source {
-            MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG) => {
-                DatapathError::Full { ip }
-            }
-            _ => DatapathError::Map { map: maps::ENDPOINTS, action: "inserting", source },
-        })
+    pub fn upsert_endpoint(
+        &mut self,
+        ip: IpAddr,
+        info: &EndpointInfo,
+    ) -> Result<(), DatapathError> {
+        self.endpoints()?
+            .insert(key_of(ip), info, 0)
+            .map_err(|source| match &source {
+                MapError::SyscallError(e) if e.io_error.raw_os_error() == Some(libc::E2BIG) => {
+                    DatapathError::Full { ip }
+                }
+                _ => DatapathError::Map {
+                    map: maps::ENDPOINTS,
+                    action: "inserting",
+                    source: Box::new(source),
+                },
+            })
     }
 
     /// Remove the endpoint for `ip`; `Ok(false)` if there was none (a no-op).
@@ -109,7 +131,11 @@ impl Datapath {
             Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
                 Ok(false)
             }
-            Err(source) => Err(DatapathError::Map { map: maps::ENDPOINTS, action: "removing", source }),
+            Err(source) => Err(DatapathError::Map {
+                map: maps::ENDPOINTS,
+                action: "removing",
+                source: Box::new(source),
+            }),
         }
     }
 
@@ -119,7 +145,7 @@ impl Datapath {
     /// Iterating the map failed.
     pub fn list_endpoints(&mut self) -> Result<Vec<EndpointRow>, DatapathError> {
         let mut rows = Vec::new();
-        for entry in self.endpoints()?.iter() {
+        for entry in &self.endpoints()? {
             let (key, info) = entry.map_err(map_err(maps::ENDPOINTS, "iterating"))?;
             let Some(ip) = ip_of(&key) else { continue };
             rows.push(EndpointRow {
@@ -141,8 +167,14 @@ impl Datapath {
     /// # Errors
     /// The write failed.
     pub fn upsert_iface(&mut self, ifindex: u32, mac: MacAddr) -> Result<(), DatapathError> {
-        let info = IfaceInfo { mac, pad: [0; 2], flags: 0 };
-        self.ifaces()?.insert(ifindex, info, 0).map_err(map_err(maps::IFACES, "inserting"))
+        let info = IfaceInfo {
+            mac,
+            pad: [0; 2],
+            flags: 0,
+        };
+        self.ifaces()?
+            .insert(ifindex, info, 0)
+            .map_err(map_err(maps::IFACES, "inserting"))
     }
 
     /// Forget host-side veth `ifindex`; `Ok(false)` if unknown.
@@ -156,7 +188,11 @@ impl Datapath {
             Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
                 Ok(false)
             }
-            Err(source) => Err(DatapathError::Map { map: maps::IFACES, action: "removing", source }),
+            Err(source) => Err(DatapathError::Map {
+                map: maps::IFACES,
+                action: "removing",
+                source: Box::new(source),
+            }),
         }
     }
 
@@ -168,12 +204,17 @@ impl Datapath {
         let map = self
             .ebpf
             .map_mut(maps::COUNTERS)
-            .ok_or(DatapathError::Missing { kind: "map", name: maps::COUNTERS })?;
+            .ok_or(DatapathError::Missing {
+                kind: "map",
+                name: maps::COUNTERS,
+            })?;
         let counters: PerCpuArray<&mut MapData, Counter> =
             PerCpuArray::try_from(map).map_err(map_err(maps::COUNTERS, "opening"))?;
         let mut rows = Vec::new();
         for why in 0..reason::COUNT {
-            let per_cpu = counters.get(&why, 0).map_err(map_err(maps::COUNTERS, "reading"))?;
+            let per_cpu = counters
+                .get(&why, 0)
+                .map_err(map_err(maps::COUNTERS, "reading"))?;
             rows.push(CounterRow {
                 reason: reason::name(why),
                 packets: per_cpu.iter().map(|c| c.packets).sum(),

@@ -25,7 +25,9 @@ pub struct DatapathConfig {
 
 impl Default for DatapathConfig {
     fn default() -> Self {
-        Self { pin_dir: PathBuf::from(DEFAULT_PIN_DIR) }
+        Self {
+            pin_dir: PathBuf::from(DEFAULT_PIN_DIR),
+        }
     }
 }
 
@@ -55,9 +57,13 @@ impl Datapath {
             aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
                 if io_error.raw_os_error() == Some(libc::EPERM) =>
             {
-                DatapathError::Privileges { source }
+                DatapathError::Privileges {
+                    source: Box::new(source),
+                }
             }
-            _ => DatapathError::Load { source },
+            _ => DatapathError::Load {
+                source: Box::new(source),
+            },
         })?;
         let mut datapath = Self { ebpf, pin_dir };
         datapath.load_program(maps::PROG_FROM_CONTAINER)?;
@@ -84,15 +90,15 @@ impl Datapath {
         &mut self,
         name: &'static str,
     ) -> Result<&mut SchedClassifier, DatapathError> {
-        let program = self
-            .ebpf
-            .program_mut(name)
-            .ok_or(DatapathError::Missing { kind: "program", name })?;
+        let program = self.ebpf.program_mut(name).ok_or(DatapathError::Missing {
+            kind: "program",
+            name,
+        })?;
         program.try_into().map_err(|source| DatapathError::Program {
             action: "expected a classifier:",
             program: name,
             ifname: "-".into(),
-            source,
+            source: Box::new(source),
         })
     }
 
@@ -105,7 +111,7 @@ impl Datapath {
             action: "loading",
             program: name,
             ifname: "-".into(),
-            source,
+            source: Box::new(source),
         })
     }
 }
@@ -113,18 +119,22 @@ impl Datapath {
 /// Refuse to adopt a pinned map whose type, key, value, capacity or flags differ from the
 /// object's definition (aya would reuse it unchecked).
 fn check_pins(pin_dir: &Path) -> Result<(), DatapathError> {
-    let object =
-        aya_obj::Object::parse(ELF).map_err(|source| DatapathError::Object { source })?;
+    let object = aya_obj::Object::parse(ELF).map_err(|source| DatapathError::Object {
+        source: Box::new(source),
+    })?;
     for name in maps::PINNED_MAPS {
         let path = pin_dir.join(name);
         if !path.exists() {
             continue;
         }
-        let def = object.maps.get(name).ok_or(DatapathError::Missing { kind: "map", name })?;
+        let def = object
+            .maps
+            .get(name)
+            .ok_or(DatapathError::Missing { kind: "map", name })?;
         let info = MapInfo::from_pin(&path).map_err(|source| DatapathError::Map {
             map: name,
             action: "reading the pinned map's info",
-            source,
+            source: Box::new(source),
         })?;
         let pinned_type = info.map_type().map_or(u32::MAX, |t: MapType| t as u32);
         let checks = [
@@ -136,7 +146,12 @@ fn check_pins(pin_dir: &Path) -> Result<(), DatapathError> {
         ];
         for (what, pinned, expected) in checks {
             if pinned != expected {
-                return Err(DatapathError::PinnedMapMismatch { path, what, pinned, expected });
+                return Err(DatapathError::PinnedMapMismatch {
+                    path,
+                    what,
+                    pinned,
+                    expected,
+                });
             }
         }
     }

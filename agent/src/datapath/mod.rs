@@ -45,6 +45,18 @@ pub enum DatapathError {
         #[source]
         source: io::Error,
     },
+    /// The process may not write under the bpffs directory.
+    #[error(
+        "cannot create {path}: permission denied. weft-agent needs root (or CAP_SYS_ADMIN, \
+         CAP_BPF and CAP_NET_ADMIN) and a writable bpffs"
+    )]
+    PinPermission {
+        /// The directory.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: io::Error,
+    },
     /// The process may not load eBPF programs.
     #[error(
         "loading eBPF needs CAP_BPF, CAP_NET_ADMIN and CAP_PERFMON (or root): run weft-agent \
@@ -53,14 +65,14 @@ pub enum DatapathError {
     Privileges {
         /// What the kernel said.
         #[source]
-        source: aya::EbpfError,
+        source: Box<aya::EbpfError>,
     },
     /// The embedded eBPF object could not be parsed (a build problem).
     #[error("the embedded eBPF object is invalid: rebuild weft-agent")]
     Object {
         /// The parse error.
         #[source]
-        source: aya_obj::ParseError,
+        source: Box<aya_obj::ParseError>,
     },
     /// A pinned map has a different shape than this build expects.
     #[error(
@@ -83,7 +95,7 @@ pub enum DatapathError {
     Load {
         /// aya's error.
         #[source]
-        source: aya::EbpfError,
+        source: Box<aya::EbpfError>,
     },
     /// A map or program the agent needs is not in the object (ELF contract broken).
     #[error("the eBPF object has no {kind} named {name}: rebuild weft-agent")]
@@ -104,7 +116,7 @@ pub enum DatapathError {
         ifname: String,
         /// aya's error.
         #[source]
-        source: aya::programs::ProgramError,
+        source: Box<aya::programs::ProgramError>,
     },
     /// A pinned link could not be opened, converted or pinned.
     #[error("link pin {path}")]
@@ -113,7 +125,7 @@ pub enum DatapathError {
         path: PathBuf,
         /// aya's error.
         #[source]
-        source: aya::programs::links::LinkError,
+        source: Box<aya::programs::links::LinkError>,
     },
     /// Pinning a link failed.
     #[error("pinning link at {path}")]
@@ -122,7 +134,7 @@ pub enum DatapathError {
         path: PathBuf,
         /// aya's error.
         #[source]
-        source: aya::pin::PinError,
+        source: Box<aya::pin::PinError>,
     },
     /// A map read or write failed.
     #[error("map {map}: {action}")]
@@ -133,7 +145,7 @@ pub enum DatapathError {
         action: &'static str,
         /// aya's error.
         #[source]
-        source: aya::maps::MapError,
+        source: Box<aya::maps::MapError>,
     },
     /// The pod's interfaces could not be built.
     #[error("wiring pod interface {host_ifname}")]
@@ -142,7 +154,7 @@ pub enum DatapathError {
         host_ifname: String,
         /// The netlink error.
         #[source]
-        source: netlink::NetlinkError,
+        source: Box<netlink::NetlinkError>,
     },
     /// The endpoints map is full.
     #[error("cannot add endpoint {ip}: the endpoints map is full")]

@@ -26,28 +26,36 @@ pub enum NetNsError {
     /// The namespace file does not exist.
     #[error("network namespace {} does not exist: the pod sandbox is gone or the path is wrong", path.display())]
     NotFound {
+        /// The namespace file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },
     /// The namespace file exists but could not be opened.
     #[error("cannot open network namespace {}: check that the agent runs as root with the host /proc and /var/run/netns mounted", path.display())]
     Open {
+        /// The namespace file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },
     /// `setns` into the target namespace failed.
     #[error("cannot enter network namespace {}: check that it is a network namespace file and that the agent has CAP_SYS_ADMIN", path.display())]
     Enter {
+        /// The namespace file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: Errno,
     },
     /// `setns` back into the original namespace failed; the thread is stranded.
     #[error("cannot return from network namespace {} to the thread's original one: this thread is now in the wrong namespace", path.display())]
     Restore {
+        /// The namespace file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: Errno,
     },

@@ -68,7 +68,10 @@ impl Datapath {
             mtu: spec.mtu,
         })
         .await
-        .map_err(|source| DatapathError::Netlink { host_ifname: host.clone(), source })?;
+        .map_err(|source| DatapathError::Netlink {
+            host_ifname: host.clone(),
+            source: Box::new(source),
+        })?;
         if let Err(error) = self.program_pod(spec, &host, &iface) {
             self.unwire(&host, iface.host_ifindex, spec.addrs).await;
             return Err(error);
@@ -107,9 +110,13 @@ impl Datapath {
     /// A map or netlink operation failed (what could be removed has been).
     pub async fn remove_pod(&mut self, container_id: &str) -> Result<bool, DatapathError> {
         let host = host_ifname(container_id);
-        let ifindex = netlink::link_index(&host)
-            .await
-            .map_err(|source| DatapathError::Netlink { host_ifname: host.clone(), source })?;
+        let ifindex =
+            netlink::link_index(&host)
+                .await
+                .map_err(|source| DatapathError::Netlink {
+                    host_ifname: host.clone(),
+                    source: Box::new(source),
+                })?;
         let Some(ifindex) = ifindex else {
             // The veth is gone already; drop a stale pin if one is left.
             return self.detach_from_container(&host);
@@ -127,7 +134,10 @@ impl Datapath {
         self.detach_from_container(&host)?;
         netlink::delete_pod_iface(&host)
             .await
-            .map_err(|source| DatapathError::Netlink { host_ifname: host.clone(), source })?;
+            .map_err(|source| DatapathError::Netlink {
+                host_ifname: host.clone(),
+                source: Box::new(source),
+            })?;
         Ok(true)
     }
 

@@ -1,0 +1,85 @@
+//! Stock bpftool reads weft's pinned maps with field names (BTF maps): the endpoints map as
+//! JSON with `formatted` keys and values, and `map show` with the expected shape.
+
+use std::{net::IpAddr, process::Command};
+
+use agent_common::maps;
+use serde_json::Value;
+use weft_tests::{Node, run};
+
+fn bpftool_json(args: &[&str], pin: &std::path::Path) -> Value {
+    let out = run(Command::new("bpftool").arg("-j").args(args).arg(pin));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("bpftool JSON: {e}"))
+}
+
+#[test]
+fn endpoints_map_dumps_with_named_fields() {
+    let mut node = Node::new();
+    let pod = node.add_pod(1);
+    let row = node
+        .datapath
+        .list_endpoints()
+        .expect("list")
+        .into_iter()
+        .find(|r| r.ip == IpAddr::V4(pod.v4))
+        .expect("pod endpoint");
+    let pin = node.config().pin_dir.join(maps::ENDPOINTS);
+
+    let show = bpftool_json(&["map", "show", "pinned"], &pin);
+    assert_eq!(show["name"], maps::ENDPOINTS);
+    assert_eq!(show["type"], "hash");
+    assert_eq!(show["bytes_key"], 20);
+    assert_eq!(show["bytes_value"], 32);
+    assert!(
+        show["btf_id"].as_u64().is_some_and(|id| id > 0),
+        "map has BTF: {show}"
+    );
+
+    let dump = bpftool_json(&["map", "dump", "pinned"], &pin);
+    let entries = dump.as_array().expect("array of entries");
+    assert_eq!(entries.len(), 2, "one entry per pod address: {dump}");
+    let v4 = entries
+        .iter()
+        .map(|e| &e["formatted"])
+        .find(|f| f["key"]["family"] == 1)
+        .unwrap_or_else(|| panic!("no IPv4 entry with named fields in {dump}"));
+    let octets: Vec<u64> = pod.v4.octets().iter().map(|&b| u64::from(b)).collect();
+    let key_ip: Vec<u64> = v4["key"]["ip"].as_array().expect("ip array")[..4]
+        .iter()
+        .map(|b| b.as_u64().expect("byte"))
+        .collect();
+    assert_eq!(key_ip, octets);
+    let value = &v4["value"];
+    assert_eq!(value["ifindex"], row.ifindex);
+    assert_eq!(value["sec_identity"], row.identity);
+    assert_eq!(value["pool_id"], 0);
+    assert_eq!(value["flags"], 0);
+    let mac: Vec<String> = value["pod_mac"]
+        .as_array()
+        .expect("pod_mac array")
+        .iter()
+        .map(|b| format!("{:02x}", b.as_u64().expect("byte")))
+        .collect();
+    assert_eq!(mac.join(":"), row.pod_mac);
+    assert!(value.get("node_mac").is_some(), "node_mac field: {value}");
+}
+
+#[test]
+fn counters_dump_with_named_fields_per_cpu() {
+    let mut node = Node::new();
+    let pods = [node.add_pod(1), node.add_pod(2)];
+    assert!(pods[0].ping(IpAddr::V4(pods[1].v4), 1, "0.1"));
+    let pin = node.config().pin_dir.join(maps::COUNTERS);
+    let dump = bpftool_json(&["map", "dump", "pinned"], &pin);
+    let redirect =
+        &dump.as_array().expect("entries")[agent_common::reason::REDIRECT_LOCAL as usize];
+    let per_cpu = redirect["formatted"]["values"]
+        .as_array()
+        .expect("per-CPU values");
+    let packets: u64 = per_cpu
+        .iter()
+        .map(|v| v["value"]["packets"].as_u64().expect("packets"))
+        .sum();
+    assert_eq!(packets, node.counters()["redirect_local"]);
+    assert!(packets >= 2);
+}
