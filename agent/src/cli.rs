@@ -8,7 +8,7 @@ use std::{
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::datapath::DEFAULT_PIN_DIR;
+use crate::datapath::{AttachMode, DEFAULT_PIN_DIR};
 
 /// weft node agent: Cilium-compatible IPAM and an eBPF datapath for pods.
 #[derive(Debug, Parser)]
@@ -17,9 +17,33 @@ pub struct Cli {
     /// bpffs directory for weft's pinned maps and tc links.
     #[arg(long, env = "WEFT_PIN_DIR", default_value = DEFAULT_PIN_DIR, global = true)]
     pub pin_dir: PathBuf,
+    /// How to attach tc programs: TCX links (kernel 6.6+), legacy netlink filters, or auto.
+    #[arg(long, env = "WEFT_ATTACH_MODE", value_enum, default_value_t = AttachArg::Auto, global = true)]
+    pub attach_mode: AttachArg,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--attach-mode` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AttachArg {
+    /// TCX where the kernel has it, netlink tc otherwise.
+    Auto,
+    /// TCX links.
+    Tcx,
+    /// Netlink tc filters on a clsact qdisc.
+    Netlink,
+}
+
+impl From<AttachArg> for AttachMode {
+    fn from(arg: AttachArg) -> Self {
+        match arg {
+            AttachArg::Auto => Self::Auto,
+            AttachArg::Tcx => Self::Tcx,
+            AttachArg::Netlink => Self::Netlink,
+        }
+    }
 }
 
 /// Subcommands.

@@ -26,6 +26,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = DatapathConfig {
         pin_dir: cli.pin_dir,
+        attach_mode: cli.attach_mode.into(),
     };
     let mut datapath = Datapath::load(&config).context("loading the datapath")?;
     match cli.command {

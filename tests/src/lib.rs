@@ -22,7 +22,7 @@ use std::{
 };
 
 use nix::sched::{CloneFlags, setns, unshare};
-use weft_agent::datapath::{Datapath, DatapathConfig, PodSpec};
+use weft_agent::datapath::{AttachMode, Datapath, DatapathConfig, PodSpec};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -195,10 +195,17 @@ impl Node {
     /// Enter a fresh node namespace and load the datapath with a private pin dir.
     #[must_use]
     pub fn new() -> Self {
+        Self::with_attach_mode(AttachMode::Auto)
+    }
+
+    /// As [`Node::new`], attaching programs with `attach_mode`.
+    #[must_use]
+    pub fn with_attach_mode(attach_mode: AttachMode) -> Self {
         require_root();
         let netns = ThreadNetNs::new();
         let config = DatapathConfig {
             pin_dir: Path::new("/sys/fs/bpf").join(unique("weft-test-")),
+            attach_mode,
         };
         let datapath = Datapath::load(&config).unwrap_or_else(|e| panic!("{}", report(&e)));
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -29,6 +29,7 @@ fn pinned_map_of_the_wrong_shape_is_refused_with_the_fix() {
     drop(
         Datapath::load(&DatapathConfig {
             pin_dir: dir.0.clone(),
+            ..Default::default()
         })
         .expect("first load"),
     );
@@ -51,6 +52,7 @@ fn pinned_map_of_the_wrong_shape_is_refused_with_the_fix() {
         ]));
     let err = Datapath::load(&DatapathConfig {
         pin_dir: dir.0.clone(),
+        ..Default::default()
     })
     .expect_err("must refuse");
     assert!(

@@ -12,7 +12,7 @@ use std::{
     time::Duration,
 };
 
-use weft_agent::datapath::netns::in_netns;
+use weft_agent::datapath::{AttachMode, netns::in_netns};
 use weft_tests::{Node, Pod, run};
 
 fn forwarding_is_off() {
@@ -146,9 +146,38 @@ fn removing_an_endpoint_or_a_pod_stops_traffic_to_it() {
 
 #[test]
 fn agent_restart_loses_no_packet() {
-    let mut node = Node::new();
+    restart_under_ping(Node::with_attach_mode(AttachMode::Tcx));
+}
+
+#[test]
+fn netlink_tc_attach_forwards_and_survives_restart() {
+    let (node, _pods) = restart_under_ping(Node::with_attach_mode(AttachMode::Netlink));
+    // Ten restarts replaced the filter in place: still exactly one per veth, ours.
+    for veth in node.links_named("wft") {
+        let out = run(Command::new("tc").args(["-j", "filter", "show", "dev", &veth, "ingress"]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let names: Vec<&str> = text
+            .match_indices("\"bpf_name\":")
+            .map(|(i, _)| &text[i..])
+            .collect();
+        assert_eq!(names.len(), 1, "one filter on {veth}: {text}");
+        assert!(
+            names[0].starts_with("\"bpf_name\":\"from_container\""),
+            "{veth}: {text}"
+        );
+    }
+    assert!(
+        node.datapath
+            .attached_interfaces()
+            .expect("links")
+            .is_empty(),
+        "no TCX pins"
+    );
+}
+
+/// 400 pings every 10 ms (~4 s) while the datapath is dropped and re-adopted ten times.
+fn restart_under_ping(mut node: Node) -> (Node, [Pod; 3]) {
     let pods = three_pods(&mut node);
-    // 400 pings every 10 ms (~4 s) while the datapath is dropped and re-adopted repeatedly.
     let mut ping = pods[0]
         .netns
         .command("ping")
@@ -171,4 +200,5 @@ fn agent_restart_loses_no_packet() {
     // The restarted datapath still serves new pods and removals.
     let extra = node.add_pod(4);
     assert!(extra.ping(IpAddr::V6(pods[2].v6), 1, "0.1"));
+    (node, pods)
 }

@@ -1,8 +1,14 @@
-//! tc attachment of `from_container` to host-side veths, through TCX links pinned at
-//! `<pin_dir>/links/from_container/<ifname>`. A pinned link keeps the program attached while
-//! no agent runs; on start every pinned link is switched to the newly loaded program with an
-//! atomic `bpf_link_update`, so forwarding never pauses. Links whose interface is gone are
-//! unpinned.
+//! tc attachment of `from_container` to host-side veths.
+//!
+//! TCX (kernel 6.6+): links pinned at `<pin_dir>/links/from_container/<ifname>`. A pinned link
+//! keeps the program attached while no agent runs; on start every pinned link is switched to the
+//! newly loaded program with an atomic `bpf_link_update`, so forwarding never pauses. Links whose
+//! interface is gone are unpinned.
+//!
+//! Netlink tc (older kernels, or forced): a `clsact` qdisc and a direct-action filter at
+//! priority 1, handle 1, named `from_container`, as Cilium's legacy attach does. Filters live in
+//! the kernel without the agent; on start the agent replaces the filter on every interface in
+//! the interfaces map with the new program (an atomic netlink replace).
 
 use std::{fs, io, path::PathBuf};
 
@@ -10,13 +16,45 @@ use agent_common::maps;
 use aya::programs::{
     LinkOrder, SchedClassifier, TcAttachType,
     links::{FdLink, LinkError, PinnedLink},
-    tc::{SchedClassifierLink, TcAttachOptions},
+    tc::{self, NlOptions, SchedClassifierLink, TcAttachOptions, TcError, TcHandle},
 };
 use tracing::{debug, info};
 
 use super::{Datapath, DatapathError, bpffs};
 
 const PROGRAM: &str = maps::PROG_FROM_CONTAINER;
+/// Netlink filter priority and handle (Cilium's defaults).
+const NL_PRIORITY: u16 = 1;
+const NL_HANDLE: TcHandle = TcHandle::new(0, 1);
+
+/// How `from_container` is attached to interfaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttachMode {
+    /// TCX where the kernel has it (6.6+), netlink tc otherwise.
+    #[default]
+    Auto,
+    /// TCX links, pinned.
+    Tcx,
+    /// Legacy netlink tc filters on a clsact qdisc.
+    Netlink,
+}
+
+impl AttachMode {
+    /// `Auto` decided for the running kernel.
+    #[must_use]
+    pub fn resolve(self) -> Self {
+        match self {
+            Self::Auto
+                if aya::util::KernelVersion::current()
+                    .is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0)) =>
+            {
+                Self::Tcx
+            }
+            Self::Auto => Self::Netlink,
+            mode => mode,
+        }
+    }
+}
 
 impl Datapath {
     fn links_dir(&self) -> PathBuf {
@@ -28,6 +66,12 @@ impl Datapath {
     /// # Errors
     /// The interface does not exist, or the kernel refused the attachment.
     pub fn attach_from_container(&mut self, ifname: &str) -> Result<(), DatapathError> {
+        if self.attach_mode == AttachMode::Netlink {
+            let program = self.classifier(PROGRAM)?;
+            attach_netlink(program, ifname)?;
+            info!(ifname, "attached from_container (netlink tc)");
+            return Ok(());
+        }
         let dir = self.links_dir();
         bpffs::create_dir(&dir)?;
         let path = dir.join(ifname);
@@ -48,11 +92,19 @@ impl Datapath {
         Ok(())
     }
 
-    /// Detach `from_container` from `ifname` by unpinning its link. Unknown interface: no-op.
+    /// Detach `from_container` from `ifname` (unpin its TCX link, or delete its netlink
+    /// filter). Unknown interface: no-op.
     ///
     /// # Errors
-    /// The pin exists but cannot be removed.
+    /// The pin or filter exists but cannot be removed.
     pub fn detach_from_container(&mut self, ifname: &str) -> Result<bool, DatapathError> {
+        if self.attach_mode == AttachMode::Netlink {
+            return match tc::qdisc_detach_program(ifname, TcAttachType::Ingress, PROGRAM) {
+                Ok(()) => Ok(true),
+                Err(TcError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(source) => Err(program_error("detaching", ifname, source.into())),
+            };
+        }
         let path = self.links_dir().join(ifname);
         match fs::remove_file(&path) {
             Ok(()) => Ok(true),
@@ -61,7 +113,8 @@ impl Datapath {
         }
     }
 
-    /// Interfaces that have a pinned `from_container` link.
+    /// Interfaces that have a pinned `from_container` TCX link (empty in netlink mode, where
+    /// the interfaces map is the record).
     ///
     /// # Errors
     /// The links directory cannot be read.
@@ -85,8 +138,20 @@ impl Datapath {
     }
 }
 
-/// Switch every pinned link to the freshly loaded program; unpin links whose device is gone.
+/// Switch every attachment to the freshly loaded program; forget those whose device is gone.
 pub(super) fn adopt_links(datapath: &mut Datapath) -> Result<(), DatapathError> {
+    if datapath.attach_mode == AttachMode::Netlink {
+        for ifindex in datapath.iface_indexes()? {
+            let Ok(ifname) = nix::net::if_::if_indextoname(ifindex) else {
+                info!(ifindex, "interface gone; nothing to re-attach");
+                continue;
+            };
+            let ifname = ifname.to_string_lossy().into_owned();
+            let program = datapath.classifier(PROGRAM)?;
+            attach_netlink(program, &ifname)?;
+        }
+        return Ok(());
+    }
     let dir = datapath.links_dir();
     for ifname in datapath.attached_interfaces()? {
         let path = dir.join(&ifname);
@@ -137,6 +202,40 @@ fn readopt(
         }
         Err(source) => Err(program_error("re-attaching", ifname, source)),
     }
+}
+
+/// Attach (or atomically replace) our netlink filter on `ifname` and leave it in the kernel.
+fn attach_netlink(program: &mut SchedClassifier, ifname: &str) -> Result<(), DatapathError> {
+    match tc::qdisc_add_clsact(ifname) {
+        Ok(()) => {}
+        Err(TcError::NetlinkError(e)) if e.raw_os_error() == Some(libc::EEXIST) => {}
+        Err(source) => return Err(program_error("adding clsact for", ifname, source.into())),
+    }
+    // Replace our filter if a previous agent left it; create it otherwise.
+    let replaced =
+        SchedClassifierLink::attached(ifname, TcAttachType::Ingress, NL_PRIORITY, NL_HANDLE, None)
+            .ok()
+            .and_then(|link| program.attach_to_link(link).ok());
+    let id = match replaced {
+        Some(id) => id,
+        None => program
+            .attach_with_options(
+                ifname,
+                TcAttachType::Ingress,
+                TcAttachOptions::Netlink(NlOptions {
+                    priority: NL_PRIORITY,
+                    handle: NL_HANDLE,
+                    classid: None,
+                }),
+            )
+            .map_err(|source| program_error("attaching", ifname, source))?,
+    };
+    let link = program
+        .take_link(id)
+        .map_err(|source| program_error("taking the link of", ifname, source))?;
+    // The filter must outlive this process: never run the link's detach-on-drop.
+    std::mem::forget(link);
+    Ok(())
 }
 
 fn pin_link(

@@ -196,6 +196,21 @@ impl Datapath {
         }
     }
 
+    /// ifindexes of every interface in the interfaces map.
+    ///
+    /// # Errors
+    /// Iterating the map failed.
+    pub fn iface_indexes(&mut self) -> Result<Vec<u32>, DatapathError> {
+        self.ifaces()?
+            .keys()
+            .collect::<Result<Vec<u32>, MapError>>()
+            .map_err(|source| DatapathError::Map {
+                map: maps::IFACES,
+                action: "iterating",
+                source: Box::new(source),
+            })
+    }
+
     /// Counter totals by reason, summed over CPUs.
     ///
     /// # Errors

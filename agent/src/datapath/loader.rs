@@ -11,7 +11,7 @@ use aya::{
     programs::SchedClassifier,
 };
 
-use super::{DEFAULT_PIN_DIR, DatapathError, attach, bpffs};
+use super::{DEFAULT_PIN_DIR, DatapathError, attach, attach::AttachMode, bpffs};
 
 /// The eBPF object built by `agent/build.rs` from `agent-ebpf`.
 pub static ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/weft"));
@@ -21,12 +21,15 @@ pub static ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/w
 pub struct DatapathConfig {
     /// bpffs directory for maps (`<dir>/<map>`) and links (`<dir>/links/...`).
     pub pin_dir: PathBuf,
+    /// TCX or netlink tc (`Auto`: by kernel version).
+    pub attach_mode: AttachMode,
 }
 
 impl Default for DatapathConfig {
     fn default() -> Self {
         Self {
             pin_dir: PathBuf::from(DEFAULT_PIN_DIR),
+            attach_mode: AttachMode::Auto,
         }
     }
 }
@@ -37,6 +40,7 @@ impl Default for DatapathConfig {
 pub struct Datapath {
     pub(super) ebpf: Ebpf,
     pub(super) pin_dir: PathBuf,
+    pub(super) attach_mode: AttachMode,
 }
 
 impl Datapath {
@@ -65,7 +69,12 @@ impl Datapath {
                 source: Box::new(source),
             },
         })?;
-        let mut datapath = Self { ebpf, pin_dir };
+        let attach_mode = config.attach_mode.resolve();
+        let mut datapath = Self {
+            ebpf,
+            pin_dir,
+            attach_mode,
+        };
         datapath.load_program(maps::PROG_FROM_CONTAINER)?;
         attach::adopt_links(&mut datapath)?;
         Ok(datapath)

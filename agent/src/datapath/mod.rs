@@ -14,6 +14,7 @@ mod pod;
 
 use std::{io, net::IpAddr, path::PathBuf};
 
+pub use attach::AttachMode;
 pub use endpoints::{CounterRow, EndpointRow};
 pub use loader::{Datapath, DatapathConfig, ELF};
 pub use pod::{PodSpec, host_ifname};
