@@ -178,7 +178,7 @@ fn netlink_tc_attach_forwards_and_survives_restart() {
 /// 400 pings every 10 ms (~4 s) while the datapath is dropped and re-adopted ten times.
 fn restart_under_ping(mut node: Node) -> (Node, [Pod; 3]) {
     let pods = three_pods(&mut node);
-    let mut ping = pods[0]
+    let ping = pods[0]
         .netns
         .command("ping")
         .args(["-n", "-q", "-c", "400", "-i", "0.01", "-W", "1"])

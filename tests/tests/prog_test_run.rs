@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use agent_common::{EndpointInfo, maps::PROG_FROM_CONTAINER};
 use weft_tests::{
     Node,
-    frames::{self, GW_MAC, POD_MAC},
+    frames::{self, POD_MAC},
     test_run,
 };
 

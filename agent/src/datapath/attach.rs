@@ -240,7 +240,7 @@ fn attach_netlink(program: &mut SchedClassifier, ifname: &str) -> Result<(), Dat
 
 fn pin_link(
     program: &mut SchedClassifier,
-    id: aya::programs::tc::SchedClassifierLinkId,
+    id: tc::SchedClassifierLinkId,
     path: &PathBuf,
     ifname: &str,
 ) -> Result<(), DatapathError> {

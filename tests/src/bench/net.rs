@@ -10,6 +10,7 @@
 
 use std::{
     fs,
+    io::Write as _,
     net::Ipv4Addr,
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
@@ -40,13 +41,8 @@ impl Default for NetOptions {
     }
 }
 
-/// What one setup measured.
-#[derive(Debug, Clone, Copy)]
-struct Results {
-    tcp_lat_us: f64,
-    udp_lat_us: f64,
-    gbps: f64,
-}
+/// What one setup measured: `tcp_lat` (µs), `udp_lat` (µs), TCP stream (Gbit/s).
+type Results = [f64; 3];
 
 /// Measure the veth floor, the bridge CNI and weft, one after the other, and print the
 /// table (and weft's `redirect_local` counter delta) on stdout; progress goes to stderr.
@@ -69,18 +65,14 @@ pub fn run(opts: &NetOptions) -> Result<()> {
         "{:<18}{:>11}{:>15}{:>15}{:>13}{:>13}",
         "metric", "veth floor", "bridge CNI", "weft", "weft/floor", "weft/bridge"
     );
-    let rows: [(&str, fn(&Results) -> f64); 3] = [
-        ("tcp_lat (us)", |r| r.tcp_lat_us),
-        ("udp_lat (us)", |r| r.udp_lat_us),
-        ("tcp stream (Gb/s)", |r| r.gbps),
-    ];
-    for (name, get) in rows {
-        let (f, b, w) = (get(&floor), get(&bridge), get(&weft));
-        println!(
-            "{name:<18}{f:>11.1}{b:>15.1}{w:>15.1}{:>12.2}x{:>12.2}x",
-            w / f,
-            w / b
-        );
+    let all = [floor, bridge, weft];
+    for (i, name) in ["tcp_lat (us)", "udp_lat (us)", "tcp stream (Gb/s)"]
+        .iter()
+        .enumerate()
+    {
+        let [f, b, w] = all.map(|r| r[i]);
+        let (vs_floor, vs_bridge) = (w / f, w / b);
+        println!("{name:<18}{f:>11.1}{b:>15.1}{w:>15.1}{vs_floor:>12.2}x{vs_bridge:>12.2}x");
     }
     println!("ratios are weft / baseline: for latency lower is better, for throughput higher");
     println!("weft redirect_local counter: +{redirects} packets over the weft run");
@@ -98,10 +90,7 @@ fn preflight() -> Result<()> {
     for plugin in ["bridge", "host-local"] {
         let path = Path::new(CNI_DIR).join(plugin);
         if !path.exists() {
-            bail!(
-                "{} not found (containernetworking-plugins): {SETUP_HINT}",
-                path.display()
-            );
+            bail!("{} not found: {SETUP_HINT}", path.display());
         }
     }
     Ok(())
@@ -117,14 +106,10 @@ fn on_own_thread<T: Send + 'static>(
         .name(format!("bench {what}"))
         .spawn(f)
         .with_context(|| format!("spawn the {what} thread"))?;
-    let result = handle.join().map_err(|payload| {
-        let msg = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("(no message)");
-        anyhow!("{what} setup panicked: {msg}")
-    })?;
+    // The panic message itself is already on stderr (default hook).
+    let result = handle
+        .join()
+        .map_err(|_| anyhow!("{what} setup panicked (see above)"))?;
     result.with_context(|| format!("{what} benchmark"))
 }
 
@@ -147,21 +132,13 @@ fn veth_floor(seconds: u32) -> Result<Results> {
 /// Two pods attached by `/usr/lib/cni/bridge` with host-local IPAM, as a runtime would.
 fn bridge_cni(seconds: u32) -> Result<Results> {
     let _node = ThreadNetNs::new();
-    let ipam = TempDir::new("weft-bench-ipam-")?;
-    let config = json!({
-        "cniVersion": "1.0.0", "name": "benchbr", "type": "bridge",
-        "bridge": unique("wbr"), "isGateway": true, "ipMasq": false,
-        "ipam": {
-            "type": "host-local", "ranges": [[{ "subnet": "10.78.0.0/24" }]],
-            "dataDir": ipam.0,
-        },
-    })
-    .to_string();
     let client = NamedNetNs::new();
     let server = NamedNetNs::new();
-    let _client_cni = CniAttachment::add(&config, &client)?;
-    let server_cni = CniAttachment::add(&config, &server)?;
-    measure(&client, &server, server_cni.ip, seconds)
+    // Declared after the namespaces so that its DELs run while they still exist.
+    let mut net = BridgeNet::new()?;
+    net.add(&client)?;
+    let server_ip = net.add(&server)?;
+    measure(&client, &server, server_ip, seconds)
 }
 
 /// Two pods wired by the weft datapath; also returns the `redirect_local` delta.
@@ -176,87 +153,57 @@ fn weft(seconds: u32) -> Result<(Results, u64)> {
 }
 
 /// Start the servers in `server`, then run qperf and iperf3 from `client` against `ip`.
-fn measure(
-    client: &NamedNetNs,
-    server: &NamedNetNs,
-    ip: Ipv4Addr,
-    seconds: u32,
-) -> Result<Results> {
-    let ip = ip.to_string();
-    let secs = seconds.to_string();
-    let ping = client
-        .command("ping")
-        .args(["-n", "-q", "-c", "3", "-i", "0.1", "-W", "1", &ip])
-        .output();
-    if !ping.as_ref().is_ok_and(|o| o.status.success()) {
-        bail!("{} cannot ping {ip}: the setup is not wired", client.name);
-    }
+fn measure(client: &NamedNetNs, server: &NamedNetNs, ip: Ipv4Addr, t: u32) -> Result<Results> {
+    let (ip, t) = (ip.to_string(), t.to_string());
+    checked(
+        client
+            .command("ping")
+            .args(["-n", "-q", "-c", "3", "-i", "0.1", "-W", "1", &ip]),
+    )
+    .with_context(|| format!("{} cannot ping {ip}: the setup is not wired", client.name))?;
     let _qperf = Server::start(server, "qperf", &[], QPERF_PORT)?;
     let _iperf = Server::start(server, "iperf3", &["-s"], IPERF_PORT)?;
 
     let out = checked(
         client
             .command("qperf")
-            .args(["-t", &secs, &ip, "tcp_lat", "udp_lat"]),
+            .args(["-t", &t, &ip, "tcp_lat", "udp_lat"]),
     )?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let (tcp_lat_us, udp_lat_us) =
-        parse_qperf(&text).with_context(|| format!("qperf output:\n{text}"))?;
+    let (tcp_lat, udp_lat) = parse_qperf(&text).with_context(|| format!("qperf said:\n{text}"))?;
 
-    let out = checked(
-        client
-            .command("iperf3")
-            .args(["-c", &ip, "-t", &secs, "-J"]),
-    )?;
+    let out = checked(client.command("iperf3").args(["-c", &ip, "-t", &t, "-J"]))?;
     let report: Value = serde_json::from_slice(&out.stdout).context("iperf3 -J printed no JSON")?;
     let bps = report["end"]["sum_received"]["bits_per_second"]
         .as_f64()
-        .with_context(|| {
-            format!("no end.sum_received.bits_per_second in iperf3 -J output: {report}")
-        })?;
-    Ok(Results {
-        tcp_lat_us,
-        udp_lat_us,
-        gbps: bps / 1e9,
-    })
+        .with_context(|| format!("no end.sum_received.bits_per_second in iperf3 -J: {report}"))?;
+    Ok([tcp_lat, udp_lat, bps / 1e9])
 }
 
-/// `(tcp_lat, udp_lat)` in µs from qperf's `latency = 12.3 us` lines.
+/// `(tcp_lat, udp_lat)` in µs from qperf's `latency = 12.3 us` lines, in the order asked.
 fn parse_qperf(text: &str) -> Result<(f64, f64)> {
-    let (mut test, mut tcp, mut udp) = ("", None, None);
+    let mut latencies = Vec::new();
     for line in text.lines() {
-        if !line.starts_with(char::is_whitespace) {
-            test = line.trim().trim_end_matches(':');
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let ["latency", "=", value, unit] = words[..] else {
             continue;
-        }
-        let Some(rest) = line.trim().strip_prefix("latency") else {
-            continue;
-        };
-        let mut words = rest.trim_start().trim_start_matches('=').split_whitespace();
-        let (Some(value), Some(unit)) = (words.next(), words.next()) else {
-            bail!("unreadable latency line {line:?}");
         };
         let value: f64 = value
             .parse()
-            .with_context(|| format!("latency value in {line:?}"))?;
-        let us = value
-            * match unit {
-                "ns" => 1e-3,
-                "us" => 1.0,
-                "ms" => 1e3,
-                "s" | "sec" => 1e6,
-                other => bail!("unknown latency unit {other:?} in {line:?}"),
-            };
-        match test {
-            "tcp_lat" => tcp = Some(us),
-            "udp_lat" => udp = Some(us),
-            _ => {}
-        }
+            .with_context(|| format!("latency in {line:?}"))?;
+        let scale = match unit {
+            "ns" => 1e-3,
+            "us" => 1.0,
+            "ms" => 1e3,
+            "s" | "sec" => 1e6,
+            other => bail!("unknown latency unit {other:?} in {line:?}"),
+        };
+        latencies.push(value * scale);
     }
-    Ok((
-        tcp.context("no tcp_lat latency")?,
-        udp.context("no udp_lat latency")?,
-    ))
+    let [tcp, udp] = latencies[..] else {
+        bail!("expected 2 latencies, got {latencies:?}")
+    };
+    Ok((tcp, udp))
 }
 
 /// Run `cmd`; an error (with its output) unless it exits successfully.
@@ -290,26 +237,18 @@ impl Server {
             .spawn()
             .with_context(|| format!("cannot start {program} in {}: {SETUP_HINT}", netns.name))?;
         let mut server = Self(child);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let (deadline, port) = (Instant::now() + Duration::from_secs(5), format!(":{port} "));
         loop {
             let out = checked(netns.command("ss").args(["-Hltn"]))?;
-            let listening = String::from_utf8_lossy(&out.stdout).lines().any(|l| {
-                l.split_whitespace()
-                    .nth(3)
-                    .is_some_and(|local| local.ends_with(&format!(":{port}")))
-            });
-            if listening {
+            if String::from_utf8_lossy(&out.stdout).contains(&port) {
                 return Ok(server);
             }
             if let Some(status) = server.0.try_wait()? {
-                bail!(
-                    "{program} server in {} exited ({status}): {SETUP_HINT}",
-                    netns.name
-                );
+                bail!("{program} server in {} exited: {status}", netns.name);
             }
             if Instant::now() > deadline {
                 bail!(
-                    "{program} server in {} not listening on port {port} after 5 s",
+                    "{program} server in {} not listening on {port} after 5 s",
                     netns.name
                 );
             }
@@ -325,94 +264,88 @@ impl Drop for Server {
     }
 }
 
-/// A pod attached by a CNI plugin (ADD done); DEL on drop.
-struct CniAttachment<'a> {
-    config: &'a str,
-    netns: &'a NamedNetNs,
-    id: String,
-    ip: Ipv4Addr,
+/// One node's bridge CNI network: its IPAM directory and the pods attached so far. On drop:
+/// `CNI_COMMAND=DEL` for each pod, newest first, then the IPAM directory is removed.
+struct BridgeNet {
+    config: String,
+    ipam: PathBuf,
+    attached: Vec<(PathBuf, String)>,
 }
 
-impl<'a> CniAttachment<'a> {
-    /// `CNI_COMMAND=ADD` for `netns`, from this thread's (the node's) namespace.
-    fn add(config: &'a str, netns: &'a NamedNetNs) -> Result<Self> {
-        let id = unique("benchcni");
-        let out = cni("ADD", config, netns, &id)?;
-        // From here on, a failure still runs DEL (drop).
-        let mut attachment = Self {
+impl BridgeNet {
+    fn new() -> Result<Self> {
+        let ipam = std::env::temp_dir().join(unique("weft-bench-ipam-"));
+        fs::create_dir_all(&ipam).with_context(|| format!("create {}", ipam.display()))?;
+        let config = json!({
+            "cniVersion": "1.0.0", "name": "benchbr", "type": "bridge",
+            "bridge": unique("wbr"), "isGateway": true, "ipMasq": false,
+            "ipam": {
+                "type": "host-local", "ranges": [[{ "subnet": "10.78.0.0/24" }]],
+                "dataDir": ipam,
+            },
+        })
+        .to_string();
+        Ok(Self {
             config,
-            netns,
-            id,
-            ip: Ipv4Addr::UNSPECIFIED,
-        };
-        let result: Value =
-            serde_json::from_slice(&out).context("bridge CNI ADD printed no JSON")?;
-        attachment.ip = result["ips"][0]["address"]
+            ipam,
+            attached: Vec::new(),
+        })
+    }
+
+    /// `CNI_COMMAND=ADD` for `netns`, from this thread's (the node's) namespace; its IPv4.
+    fn add(&mut self, netns: &NamedNetNs) -> Result<Ipv4Addr> {
+        let id = unique("benchcni");
+        // Recorded first: DEL is idempotent, so a half-done ADD is undone too.
+        self.attached.push((netns.path(), id.clone()));
+        let out = self.cni("ADD", &netns.path(), &id)?;
+        let result: Value = serde_json::from_slice(&out).context("bridge CNI ADD: no JSON")?;
+        result["ips"][0]["address"]
             .as_str()
-            .and_then(|a| a.split('/').next())
-            .and_then(|a| a.parse().ok())
-            .with_context(|| {
-                format!("no IPv4 ips[0].address in the bridge CNI result: {result}")
-            })?;
-        Ok(attachment)
+            .and_then(|a| a.split('/').next()?.parse().ok())
+            .with_context(|| format!("no IPv4 ips[0].address in the bridge CNI result: {result}"))
     }
-}
 
-impl Drop for CniAttachment<'_> {
-    fn drop(&mut self) {
-        if let Err(e) = cni("DEL", self.config, self.netns, &self.id) {
-            eprintln!("bridge CNI DEL for {}: {e:#}", self.netns.name);
+    /// Run `/usr/lib/cni/bridge` as a runtime does; its stdout (the result JSON).
+    fn cni(&self, command: &str, netns: &Path, id: &str) -> Result<Vec<u8>> {
+        let plugin = Path::new(CNI_DIR).join("bridge");
+        let mut child = Command::new(&plugin)
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", id)
+            .env("CNI_NETNS", netns)
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", CNI_DIR)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}: {SETUP_HINT}", plugin.display()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(self.config.as_bytes())
+                .context("write the CNI config")?;
         }
+        let out = child
+            .wait_with_output()
+            .context("wait for the bridge CNI plugin")?;
+        if !out.status.success() {
+            bail!(
+                "bridge CNI {command} failed ({}): {} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(out.stdout)
     }
 }
 
-/// Call `/usr/lib/cni/bridge` with `command`; its stdout.
-fn cni(command: &str, config: &str, netns: &NamedNetNs, id: &str) -> Result<Vec<u8>> {
-    use std::io::Write as _;
-    let plugin = Path::new(CNI_DIR).join("bridge");
-    let mut child = Command::new(&plugin)
-        .env("CNI_COMMAND", command)
-        .env("CNI_CONTAINERID", id)
-        .env("CNI_NETNS", netns.path())
-        .env("CNI_IFNAME", "eth0")
-        .env("CNI_PATH", CNI_DIR)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {}: {SETUP_HINT}", plugin.display()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(config.as_bytes())
-            .context("write the CNI config to the plugin")?;
-    }
-    let out = child
-        .wait_with_output()
-        .context("wait for the bridge CNI plugin")?;
-    if !out.status.success() {
-        bail!(
-            "bridge CNI {command} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(out.stdout)
-}
-
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> Result<Self> {
-        let path = std::env::temp_dir().join(unique(prefix));
-        fs::create_dir_all(&path).with_context(|| format!("create {}", path.display()))?;
-        Ok(Self(path))
-    }
-}
-
-impl Drop for TempDir {
+impl Drop for BridgeNet {
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
+        for (netns, id) in self.attached.iter().rev() {
+            if let Err(e) = self.cni("DEL", netns, id) {
+                eprintln!("bridge CNI DEL for {}: {e:#}", netns.display());
+            }
+        }
+        let _ = fs::remove_dir_all(&self.ipam);
     }
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask bench datapath`: per-packet cost of `from_container` (BPF_PROG_TEST_RUN) and
+//! `cargo xtask bench datapath`: per-packet cost of `from_container` (`BPF_PROG_TEST_RUN`) and
 //! pod-to-pod latency/throughput through weft against Debian's bridge CNI and a bare veth pair.
 
 use anyhow::bail;
