@@ -69,6 +69,9 @@ pub enum PodCommand {
         /// Container (sandbox) id.
         #[arg(long)]
         id: String,
+        /// Interface name inside the pod.
+        #[arg(long, default_value = "eth0")]
+        ifname: String,
     },
 }
 

@@ -41,8 +41,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!("stopping; pinned maps and links stay, pods keep forwarding");
         }
         Command::Pod(PodCommand::Add(add)) => pod_add(&mut datapath, &add).await?,
-        Command::Pod(PodCommand::Del { id }) => {
-            let removed = datapath.remove_pod(&id).await?;
+        Command::Pod(PodCommand::Del { id, ifname }) => {
+            let removed = datapath.remove_pod(&id, &ifname).await?;
             println!(
                 "{}",
                 if removed {
@@ -107,7 +107,7 @@ async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {
         "{}",
         serde_json::json!({
             "container_id": add.id,
-            "host_ifname": weft_agent::datapath::host_ifname(&add.id),
+            "host_ifname": weft_agent::datapath::host_ifname(&add.id, &add.ifname),
             "host_ifindex": iface.host_ifindex,
             "pod_ifindex": iface.pod_ifindex,
             "ips": add.ips,

@@ -131,7 +131,7 @@ fn removing_unknown_things_is_a_no_op() {
     assert!(
         !node
             .runtime
-            .block_on(node.datapath.remove_pod("never-existed"))
+            .block_on(node.datapath.remove_pod("never-existed", "eth0"))
             .expect("no-op")
     );
     assert!(!node.datapath.remove_iface(999_999).expect("no-op"));

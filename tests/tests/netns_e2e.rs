@@ -122,13 +122,13 @@ fn removing_an_endpoint_or_a_pod_stops_traffic_to_it() {
     let id = pods[2].id.clone();
     assert!(
         node.runtime
-            .block_on(node.datapath.remove_pod(&id))
+            .block_on(node.datapath.remove_pod(&id, "eth0"))
             .expect("remove pod")
     );
     assert!(
         !node
             .runtime
-            .block_on(node.datapath.remove_pod(&id))
+            .block_on(node.datapath.remove_pod(&id, "eth0"))
             .expect("second remove is a no-op")
     );
     assert!(!pods[0].ping(IpAddr::V4(pods[2].v4), 2, "0.1"));

@@ -38,16 +38,20 @@ pub struct PodSpec<'a> {
     pub mtu: Option<u32>,
 }
 
-/// Host-side veth name for a container: `wft` + 12 hex digits of a stable hash of its id
-/// (15 characters, the kernel's limit), like Cilium's `lxc<hash>`.
+/// Host-side veth name for an attachment: `wft` + 12 hex digits of a stable hash of
+/// `<container id>:<ifname>` (15 characters, the kernel's limit), like Cilium's `lxc<hash>`.
 #[must_use]
-pub fn host_ifname(container_id: &str) -> String {
-    // FNV-1a, 64 bit: stable across builds and platforms.
+pub fn host_ifname(container_id: &str, ifname: &str) -> String {
+    // FNV-1a over the bytes, then the splitmix64 finalizer so near-identical ids differ in
+    // every digit. Stable across builds and platforms.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in container_id.bytes() {
+    for byte in container_id.bytes().chain([b':']).chain(ifname.bytes()) {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
+    hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    hash ^= hash >> 31;
     format!("wft{:012x}", hash >> 16)
 }
 
@@ -57,7 +61,7 @@ impl Datapath {
     /// # Errors
     /// Any step failed; everything done before it has been undone.
     pub async fn add_pod(&mut self, spec: &PodSpec<'_>) -> Result<PodIface, DatapathError> {
-        let host = host_ifname(spec.container_id);
+        let host = host_ifname(spec.container_id, spec.ifname);
         let iface = netlink::create_pod_iface(&PodIfaceSpec {
             netns: spec.netns,
             host_ifname: &host,
@@ -103,13 +107,17 @@ impl Datapath {
         Ok(())
     }
 
-    /// Unwire the pod of `container_id`: endpoints behind its veth, interface entry, link pin
-    /// and the veth itself. Unknown container: `Ok(false)`, nothing changes.
+    /// Unwire the attachment (`container_id`, `ifname`): endpoints behind its veth, interface
+    /// entry, tc attachment and the veth itself. Unknown attachment: `Ok(false)`, no change.
     ///
     /// # Errors
     /// A map or netlink operation failed (what could be removed has been).
-    pub async fn remove_pod(&mut self, container_id: &str) -> Result<bool, DatapathError> {
-        let host = host_ifname(container_id);
+    pub async fn remove_pod(
+        &mut self,
+        container_id: &str,
+        ifname: &str,
+    ) -> Result<bool, DatapathError> {
+        let host = host_ifname(container_id, ifname);
         let ifindex =
             netlink::link_index(&host)
                 .await

@@ -1,12 +1,13 @@
 //! Pod-to-pod network benchmark: TCP and UDP round-trip latency (`qperf tcp_lat udp_lat`)
 //! and single-stream TCP throughput (`iperf3`) between two pods on one node, for three
-//! setups measured in the same run with the same tools: a bare veth pair between the two
-//! namespaces (the floor nothing same-host can beat), Debian's reference `bridge` CNI
-//! plugin, and weft (eBPF `bpf_redirect_peer`). Each setup lives in its own private node
-//! namespace on its own thread, with pods in named namespaces; the root network namespace
-//! is never touched, and every namespace, server process, CNI attachment and IPAM directory
-//! is removed on the way out, on error and on panic too (RAII guards). Prints a table of
-//! numbers and ratios; asserts nothing about them.
+//! setups: a bare veth pair between the two namespaces (the floor nothing same-host can
+//! beat), Debian's reference `bridge` CNI plugin, and weft (eBPF `bpf_redirect_peer`). Each
+//! setup is built once, in its own private node namespace on its own thread, with pods in
+//! named namespaces; then every test runs on every setup in each of a few rounds (rotating
+//! which setup goes first), and the table shows medians across rounds with their min-max.
+//! The root network namespace is never touched, and every namespace, server process, CNI
+//! attachment and IPAM directory is removed on the way out, on error and on panic too
+//! (RAII guards). Prints numbers and ratios; asserts nothing about them.
 
 use std::{
     fs,
@@ -14,7 +15,8 @@ use std::{
     net::Ipv4Addr,
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
-    thread,
+    sync::mpsc::{self, Receiver, Sender},
+    thread::{self, JoinHandle},
     time::{Duration, Instant},
 };
 
@@ -27,24 +29,28 @@ const SETUP_HINT: &str = "run `cargo xtask setup`";
 const CNI_DIR: &str = "/usr/lib/cni";
 const QPERF_PORT: &str = "19765";
 const IPERF_PORT: &str = "5201";
+const SETUPS: [&str; 3] = ["veth floor", "bridge CNI", "weft"];
+const METRICS: [&str; 3] = ["tcp_lat (us)", "udp_lat (us)", "tcp stream (Gb/s)"];
 
 /// Options of the pod-to-pod benchmark.
 #[derive(Debug, Clone)]
 pub struct NetOptions {
     /// Duration of each test (`qperf -t`, `iperf3 -t`), in seconds.
     pub seconds: u32,
+    /// Measurement rounds; each runs every test once on every setup.
+    pub rounds: u32,
 }
 
 impl Default for NetOptions {
     fn default() -> Self {
-        Self { seconds: 5 }
+        Self {
+            seconds: 3,
+            rounds: 3,
+        }
     }
 }
 
-/// What one setup measured: `tcp_lat` (µs), `udp_lat` (µs), TCP stream (Gbit/s).
-type Results = [f64; 3];
-
-/// Measure the veth floor, the bridge CNI and weft, one after the other, and print the
+/// Build the veth floor, the bridge CNI and weft, measure them in rounds, and print the
 /// table (and weft's `redirect_local` counter delta) on stdout; progress goes to stderr.
 ///
 /// # Errors
@@ -52,31 +58,54 @@ type Results = [f64; 3];
 /// that fails; everything created so far is cleaned up first.
 pub fn run(opts: &NetOptions) -> Result<()> {
     preflight()?;
-    let seconds = opts.seconds.max(1);
-    eprintln!("bench net: veth floor ...");
-    let floor = on_own_thread("veth floor", move || veth_floor(seconds))?;
-    eprintln!("bench net: bridge CNI ...");
-    let bridge = on_own_thread("bridge CNI", move || bridge_cni(seconds))?;
-    eprintln!("bench net: weft ...");
-    let (weft, redirects) = on_own_thread("weft", move || weft(seconds))?;
-
-    println!("pod-to-pod (same node), {seconds} s per test, 1 stream");
-    println!(
-        "{:<18}{:>11}{:>15}{:>15}{:>13}{:>13}",
-        "metric", "veth floor", "bridge CNI", "weft", "weft/floor", "weft/bridge"
-    );
-    let all = [floor, bridge, weft];
-    for (i, name) in ["tcp_lat (us)", "udp_lat (us)", "tcp stream (Gb/s)"]
-        .iter()
-        .enumerate()
-    {
-        let [f, b, w] = all.map(|r| r[i]);
-        let (vs_floor, vs_bridge) = (w / f, w / b);
-        println!("{name:<18}{f:>11.1}{b:>15.1}{w:>15.1}{vs_floor:>12.2}x{vs_bridge:>12.2}x");
+    let (seconds, rounds) = (opts.seconds.max(1), opts.rounds.max(1));
+    // On an early return these are dropped: each stops its servers and tears down.
+    let setups = [
+        Setup::start(SETUPS[0], veth_floor)?,
+        Setup::start(SETUPS[1], bridge_cni)?,
+        Setup::start(SETUPS[2], weft)?,
+    ];
+    let t = seconds.to_string();
+    // samples[setup][metric], one value per round.
+    let mut samples: [[Vec<f64>; 3]; 3] = Default::default();
+    for (round, first) in (1..=rounds).zip((0..SETUPS.len()).cycle()) {
+        eprintln!("bench net: round {round}/{rounds}, {} first", SETUPS[first]);
+        let order = [0, 1, 2].map(|k| (first + k) % SETUPS.len());
+        // One tool at a time across the setups, so that they all see the same conditions.
+        for s in order {
+            let [tcp, udp] = setups[s].qperf(&t)?;
+            samples[s][0].push(tcp);
+            samples[s][1].push(udp);
+        }
+        for s in order {
+            samples[s][2].push(setups[s].iperf(&t)?);
+        }
     }
-    println!("ratios are weft / baseline: for latency lower is better, for throughput higher");
-    println!("weft redirect_local counter: +{redirects} packets over the weft run");
+    let [floor, bridge, weft] = setups.map(|mut setup| setup.stop());
+    let redirects = (floor?, bridge?, weft?).2;
+
+    println!("pod-to-pod (same node), {rounds} rounds x {seconds} s per test, medians (min-max)");
+    let header = SETUPS.map(|name| format!("{name:<21}")).concat();
+    println!("{:<19}{header}{:<12}weft/bridge", "metric", "weft/floor");
+    for (m, name) in METRICS.iter().enumerate() {
+        let [f, b, w] = [0, 1, 2].map(|s| spread(&samples[s][m]));
+        let cell = |(med, min, max)| format!("{:<21}", format!("{med:.1} ({min:.1}-{max:.1})"));
+        let (cells, vs_floor) = ([f, b, w].map(cell).concat(), format!("{:.2}x", w.0 / f.0));
+        println!("{name:<19}{cells}{vs_floor:<12}{:.2}x", w.0 / b.0);
+    }
+    println!(
+        "ratios are weft / baseline medians: for latency lower is better, for throughput higher"
+    );
+    println!("weft redirect_local counter: +{redirects} packets over the weft runs");
     Ok(())
+}
+
+/// `(median, min, max)` of a non-empty list.
+fn spread(values: &[f64]) -> (f64, f64, f64) {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (f64::midpoint(v[(n - 1) / 2], v[n / 2]), v[0], v[n - 1])
 }
 
 /// Fail early, with the fix, if a tool is missing.
@@ -96,25 +125,123 @@ fn preflight() -> Result<()> {
     Ok(())
 }
 
-/// Run `f` on a fresh thread (whose network namespace it may change) and turn a panic
-/// there (the harness panics on failure) into an error.
-fn on_own_thread<T: Send + 'static>(
-    what: &str,
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    let handle = thread::Builder::new()
-        .name(format!("bench {what}"))
-        .spawn(f)
-        .with_context(|| format!("spawn the {what} thread"))?;
+/// Where a setup's two pods are: their namespace names and the server pod's IPv4.
+struct Pods {
+    client: String,
+    server: String,
+    ip: Ipv4Addr,
+}
+
+/// What a setup thread runs: build the setup, call `serve(client, server, server IP)`, which
+/// returns when the measurements are over, tear down; returns a counter delta, or 0.
+type Build = fn(serve: &Serve) -> Result<u64>;
+type Serve = dyn Fn(&NamedNetNs, &NamedNetNs, Ipv4Addr) -> Result<()>;
+
+/// One setup, built and held by its own thread. Dropping it (or [`Setup::stop`]) tells the
+/// thread to tear the setup down and waits until it has.
+struct Setup {
+    name: &'static str,
+    pods: Pods,
+    /// The thread's wait ends when the sender is dropped.
+    owner: Option<(Sender<()>, JoinHandle<Result<u64>>)>,
+}
+
+impl Setup {
+    /// Run `build` on a fresh thread (whose network namespace it may change) and wait until
+    /// its pods are wired and serving.
+    fn start(name: &'static str, build: Build) -> Result<Self> {
+        eprintln!("bench net: setting up {name} ...");
+        let (ready, pods) = mpsc::channel();
+        let (done, wait) = mpsc::channel();
+        let thread = thread::Builder::new()
+            .name(format!("bench {name}"))
+            .spawn(move || build(&move |c, s, ip| serve(c, s, ip, &ready, &wait)))
+            .with_context(|| format!("spawn the {name} thread"))?;
+        let Ok(pods) = pods.recv() else {
+            // The thread ended without handing its pods over: report why.
+            join(name, thread)?;
+            bail!("{name} setup ended early");
+        };
+        let owner = Some((done, thread));
+        Ok(Self { name, pods, owner })
+    }
+
+    /// `[tcp_lat, udp_lat]` in µs, each measured for `t` seconds.
+    fn qperf(&self, t: &str) -> Result<[f64; 2]> {
+        let (client, ip) = (&self.pods.client, self.pods.ip.to_string());
+        let out = checked(in_netns(client, "qperf").args(["-t", t, &ip, "tcp_lat", "udp_lat"]))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        parse_qperf(&text).with_context(|| format!("qperf said:\n{text}"))
+    }
+
+    /// Single-stream TCP throughput over `t` seconds, in Gbit/s.
+    fn iperf(&self, t: &str) -> Result<f64> {
+        let (client, ip) = (&self.pods.client, self.pods.ip.to_string());
+        let out = checked(in_netns(client, "iperf3").args(["-c", &ip, "-t", t, "-J"]))?;
+        let report: Value = serde_json::from_slice(&out.stdout).context("iperf3 -J: no JSON")?;
+        let bps = report["end"]["sum_received"]["bits_per_second"].as_f64();
+        Ok(bps.with_context(|| format!("no end.sum_received.bits_per_second in {report}"))? / 1e9)
+    }
+
+    /// Tell the thread to tear the setup down, and wait for it; what the thread returned.
+    fn stop(&mut self) -> Result<u64> {
+        let Some((done, thread)) = self.owner.take() else {
+            return Ok(0);
+        };
+        drop(done);
+        join(self.name, thread)
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            eprintln!("bench net: {e:#}");
+        }
+    }
+}
+
+/// On a setup thread: check that the pods are wired, start the servers in the server pod,
+/// hand the pods over on `ready` and hold on until `done` (a message, or its sender dropped).
+fn serve(
+    client: &NamedNetNs,
+    server: &NamedNetNs,
+    ip: Ipv4Addr,
+    ready: &Sender<Pods>,
+    done: &Receiver<()>,
+) -> Result<()> {
+    let name = |netns: &NamedNetNs| netns.name.clone();
+    let pods = Pods {
+        client: name(client),
+        server: name(server),
+        ip,
+    };
+    let ip = ip.to_string();
+    checked(
+        client
+            .command("ping")
+            .args(["-nq", "-c3", "-i0.1", "-W1", &ip]),
+    )
+    .with_context(|| format!("{} cannot ping {ip}: the setup is not wired", pods.client))?;
+    let _qperf = Server::start(&pods.server, "qperf", &[], QPERF_PORT)?;
+    let _iperf = Server::start(&pods.server, "iperf3", &["-s"], IPERF_PORT)?;
+    if ready.send(pods).is_ok() {
+        let _ = done.recv();
+    }
+    Ok(())
+}
+
+/// Wait for a setup thread; its result, or an error if it panicked.
+fn join(name: &str, thread: JoinHandle<Result<u64>>) -> Result<u64> {
     // The panic message itself is already on stderr (default hook).
-    let result = handle
+    let result = thread
         .join()
-        .map_err(|_| anyhow!("{what} setup panicked (see above)"))?;
-    result.with_context(|| format!("{what} benchmark"))
+        .map_err(|_| anyhow!("{name} setup panicked (see above)"))?;
+    result.with_context(|| format!("{name} setup"))
 }
 
 /// Two namespaces joined by one veth pair, 10.79.0.1/24 and 10.79.0.2/24.
-fn veth_floor(seconds: u32) -> Result<Results> {
+fn veth_floor(serve: &Serve) -> Result<u64> {
     let _node = ThreadNetNs::new();
     let client = NamedNetNs::new();
     let server = NamedNetNs::new();
@@ -126,11 +253,12 @@ fn veth_floor(seconds: u32) -> Result<Results> {
         checked(Command::new("ip").args(["-n", ns, "addr", "add", addr, "dev", "eth0"]))?;
         checked(Command::new("ip").args(["-n", ns, "link", "set", "eth0", "up"]))?;
     }
-    measure(&client, &server, Ipv4Addr::new(10, 79, 0, 2), seconds)
+    serve(&client, &server, Ipv4Addr::new(10, 79, 0, 2))?;
+    Ok(0)
 }
 
 /// Two pods attached by `/usr/lib/cni/bridge` with host-local IPAM, as a runtime would.
-fn bridge_cni(seconds: u32) -> Result<Results> {
+fn bridge_cni(serve: &Serve) -> Result<u64> {
     let _node = ThreadNetNs::new();
     let client = NamedNetNs::new();
     let server = NamedNetNs::new();
@@ -138,50 +266,30 @@ fn bridge_cni(seconds: u32) -> Result<Results> {
     let mut net = BridgeNet::new()?;
     net.add(&client)?;
     let server_ip = net.add(&server)?;
-    measure(&client, &server, server_ip, seconds)
+    serve(&client, &server, server_ip)?;
+    Ok(0)
 }
 
-/// Two pods wired by the weft datapath; also returns the `redirect_local` delta.
-fn weft(seconds: u32) -> Result<(Results, u64)> {
+/// Two pods wired by the weft datapath; returns the `redirect_local` delta while served.
+fn weft(serve: &Serve) -> Result<u64> {
     let mut node = Node::new();
     let client = node.add_pod(1);
     let server = node.add_pod(2);
     let before = node.counters().get("redirect_local").copied().unwrap_or(0);
-    let results = measure(&client.netns, &server.netns, server.v4, seconds)?;
+    serve(&client.netns, &server.netns, server.v4)?;
     let after = node.counters().get("redirect_local").copied().unwrap_or(0);
-    Ok((results, after.saturating_sub(before)))
+    Ok(after.saturating_sub(before))
 }
 
-/// Start the servers in `server`, then run qperf and iperf3 from `client` against `ip`.
-fn measure(client: &NamedNetNs, server: &NamedNetNs, ip: Ipv4Addr, t: u32) -> Result<Results> {
-    let (ip, t) = (ip.to_string(), t.to_string());
-    checked(
-        client
-            .command("ping")
-            .args(["-n", "-q", "-c", "3", "-i", "0.1", "-W", "1", &ip]),
-    )
-    .with_context(|| format!("{} cannot ping {ip}: the setup is not wired", client.name))?;
-    let _qperf = Server::start(server, "qperf", &[], QPERF_PORT)?;
-    let _iperf = Server::start(server, "iperf3", &["-s"], IPERF_PORT)?;
-
-    let out = checked(
-        client
-            .command("qperf")
-            .args(["-t", &t, &ip, "tcp_lat", "udp_lat"]),
-    )?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let (tcp_lat, udp_lat) = parse_qperf(&text).with_context(|| format!("qperf said:\n{text}"))?;
-
-    let out = checked(client.command("iperf3").args(["-c", &ip, "-t", &t, "-J"]))?;
-    let report: Value = serde_json::from_slice(&out.stdout).context("iperf3 -J printed no JSON")?;
-    let bps = report["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .with_context(|| format!("no end.sum_received.bits_per_second in iperf3 -J: {report}"))?;
-    Ok([tcp_lat, udp_lat, bps / 1e9])
+/// A command that runs `program` in the named network namespace `netns`.
+fn in_netns(netns: &str, program: &str) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns, program]);
+    cmd
 }
 
-/// `(tcp_lat, udp_lat)` in µs from qperf's `latency = 12.3 us` lines, in the order asked.
-fn parse_qperf(text: &str) -> Result<(f64, f64)> {
+/// `[tcp_lat, udp_lat]` in µs from qperf's `latency = 12.3 us` lines, in the order asked.
+fn parse_qperf(text: &str) -> Result<[f64; 2]> {
     let mut latencies = Vec::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -203,7 +311,7 @@ fn parse_qperf(text: &str) -> Result<(f64, f64)> {
     let [tcp, udp] = latencies[..] else {
         bail!("expected 2 latencies, got {latencies:?}")
     };
-    Ok((tcp, udp))
+    Ok([tcp, udp])
 }
 
 /// Run `cmd`; an error (with its output) unless it exits successfully.
@@ -227,30 +335,26 @@ struct Server(Child);
 
 impl Server {
     /// Start `program args` in `netns` and wait until it listens on TCP `port`.
-    fn start(netns: &NamedNetNs, program: &str, args: &[&str], port: &str) -> Result<Self> {
-        let child = netns
-            .command(program)
+    fn start(netns: &str, program: &str, args: &[&str], port: &str) -> Result<Self> {
+        let child = in_netns(netns, program)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .with_context(|| format!("cannot start {program} in {}: {SETUP_HINT}", netns.name))?;
+            .with_context(|| format!("cannot start {program} in {netns}: {SETUP_HINT}"))?;
         let mut server = Self(child);
         let (deadline, port) = (Instant::now() + Duration::from_secs(5), format!(":{port} "));
         loop {
-            let out = checked(netns.command("ss").args(["-Hltn"]))?;
+            let out = checked(in_netns(netns, "ss").args(["-Hltn"]))?;
             if String::from_utf8_lossy(&out.stdout).contains(&port) {
                 return Ok(server);
             }
             if let Some(status) = server.0.try_wait()? {
-                bail!("{program} server in {} exited: {status}", netns.name);
+                bail!("{program} server in {netns} exited: {status}");
             }
             if Instant::now() > deadline {
-                bail!(
-                    "{program} server in {} not listening on {port} after 5 s",
-                    netns.name
-                );
+                bail!("{program} server in {netns} not listening on {port} after 5 s");
             }
             thread::sleep(Duration::from_millis(50));
         }

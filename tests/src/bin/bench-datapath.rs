@@ -6,18 +6,25 @@ use weft_tests::bench::{net, prog};
 
 fn main() -> anyhow::Result<()> {
     let mut which = "all".to_owned();
-    let mut seconds = net::NetOptions::default().seconds;
+    let mut opts = net::NetOptions::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "prog" | "net" | "all" => which = arg,
-            "--seconds" => {
-                seconds = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-                if seconds == 0 {
-                    bail!("--seconds needs a positive integer");
+            "--seconds" | "--rounds" => {
+                let n = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+                if n == 0 {
+                    bail!("{arg} needs a positive integer");
+                }
+                if arg == "--seconds" {
+                    opts.seconds = n;
+                } else {
+                    opts.rounds = n;
                 }
             }
-            other => bail!("unknown argument {other:?}: use [prog|net|all] [--seconds N]"),
+            other => {
+                bail!("unknown argument {other:?}: use [prog|net|all] [--seconds N] [--rounds N]")
+            }
         }
     }
     if which != "net" {
@@ -25,7 +32,7 @@ fn main() -> anyhow::Result<()> {
         println!();
     }
     if which != "prog" {
-        net::run(&net::NetOptions { seconds })?;
+        net::run(&opts)?;
     }
     Ok(())
 }
