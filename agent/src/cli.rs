@@ -49,14 +49,132 @@ impl From<AttachArg> for AttachMode {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Load the datapath (adopting pinned maps and links) and keep it until SIGTERM/SIGINT.
-    Run,
+    /// Run the agent: IPAM on the store, the datapath, and the CNI socket, until SIGTERM.
+    Run(RunArgs),
+    /// IPAM tools: plan allocations offline, or ask a running agent why a pod got its pool.
+    #[command(subcommand)]
+    Ipam(IpamCommand),
     /// Wire or unwire a pod's network by hand (what the CNI plugin will ask the agent to do).
     #[command(subcommand)]
     Pod(PodCommand),
     /// Inspect the eBPF maps.
     #[command(subcommand)]
     Bpf(BpfCommand),
+}
+
+/// Arguments of `weft-agent run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// This node's name (the CiliumNode to use).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    /// Embedded store directory: `<plural>/[<namespace>/]<name>.yaml` documents.
+    #[arg(long, env = "WEFT_STORE")]
+    pub store: PathBuf,
+    /// Agent state: endpoint records and router addresses.
+    #[arg(long, env = "WEFT_STATE_DIR", default_value = "/var/run/weft")]
+    pub state_dir: PathBuf,
+    /// Unix socket for `weft-cni` (root-only).
+    #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Where `weft-cni` queues DELs while the agent is down.
+    #[arg(long, default_value = crate::cni::proto::DEFAULT_DELETE_QUEUE)]
+    pub delete_queue_dir: PathBuf,
+    /// Configuration keys (cilium-config).
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// cilium-config keys: a directory of one file per key or a YAML/JSON map, and the same keys
+/// as flags (flags win).
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Directory with one file per key (a mounted ConfigMap).
+    #[arg(long, env = "WEFT_CONFIG_DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// A YAML or JSON map of keys.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud, delegated-plugin.
+    #[arg(long)]
+    pub ipam: Option<String>,
+    /// Default pool name.
+    #[arg(long)]
+    pub ipam_default_ip_pool: Option<String>,
+    /// Multi-pool pre-allocation per pool, `pool=count,…` or JSON (default `<default pool>=8`).
+    #[arg(long)]
+    pub ipam_multi_pool_pre_allocation: Option<String>,
+    /// Allocate IPv4 addresses.
+    #[arg(long)]
+    pub enable_ipv4: Option<String>,
+    /// Allocate IPv6 addresses.
+    #[arg(long)]
+    pub enable_ipv6: Option<String>,
+    /// Debounce of CiliumNode writes (Go duration, default 15s).
+    #[arg(long)]
+    pub ipam_cilium_node_update_rate: Option<String>,
+    /// Health checking (the CRD allocator then waits for 2 addresses).
+    #[arg(long)]
+    pub enable_health_checking: Option<String>,
+    /// Skip masquerading for every pool but the default one.
+    #[arg(long)]
+    pub only_masquerade_default_pool: Option<String>,
+}
+
+impl ConfigArgs {
+    /// The flags that were given, as cilium-config keys.
+    #[must_use]
+    pub fn flags(&self) -> std::collections::BTreeMap<String, String> {
+        let pairs = [
+            ("ipam", &self.ipam),
+            ("ipam-default-ip-pool", &self.ipam_default_ip_pool),
+            (
+                "ipam-multi-pool-pre-allocation",
+                &self.ipam_multi_pool_pre_allocation,
+            ),
+            ("enable-ipv4", &self.enable_ipv4),
+            ("enable-ipv6", &self.enable_ipv6),
+            (
+                "ipam-cilium-node-update-rate",
+                &self.ipam_cilium_node_update_rate,
+            ),
+            ("enable-health-checking", &self.enable_health_checking),
+            (
+                "only-masquerade-default-pool",
+                &self.only_masquerade_default_pool,
+            ),
+        ];
+        pairs
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), v.clone()?)))
+            .collect()
+    }
+}
+
+/// `weft-agent ipam ...`
+#[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per process")]
+pub enum IpamCommand {
+    /// Allocate for every pod in the store, offline, and print the plan as JSON.
+    Simulate {
+        /// Embedded store directory.
+        #[arg(long)]
+        store: PathBuf,
+        /// The node to plan for.
+        #[arg(long, env = "NODE_NAME")]
+        node_name: String,
+        /// Configuration keys.
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Ask the running agent which pool `NAMESPACE/POD` gets and which rule chose it.
+    Explain {
+        /// `namespace/pod`.
+        pod: String,
+        /// The agent's socket.
+        #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
+        socket: PathBuf,
+    },
 }
 
 /// `weft-agent pod ...`

@@ -2,4 +2,11 @@
 //! integration tests reach the datapath through these modules.
 
 pub mod cli;
+pub mod cni;
+pub mod config;
+pub mod crd;
+pub mod daemon;
 pub mod datapath;
+pub mod ipam;
+pub mod simulate;
+pub mod store;

@@ -5,8 +5,14 @@ use std::net::IpAddr;
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
+mod inspect;
+
+use std::collections::BTreeMap;
+
 use weft_agent::{
-    cli::{BpfCommand, Cli, Command, EndpointCommand, Output, PodAdd, PodCommand},
+    cli::{Cli, Command, ConfigArgs, IpamCommand, PodAdd, PodCommand},
+    cni::proto::{Request, Response},
+    daemon::{Daemon, DaemonOptions},
     datapath::{Datapath, DatapathConfig, PodSpec},
 };
 
@@ -28,20 +34,56 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         pin_dir: cli.pin_dir,
         attach_mode: cli.attach_mode.into(),
     };
-    let mut datapath = Datapath::load(&config).context("loading the datapath")?;
     match cli.command {
-        Command::Run => {
-            tracing::info!(pin_dir = %config.pin_dir.display(), "datapath ready");
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            tracing::info!("stopping; pinned maps and links stay, pods keep forwarding");
+        Command::Run(args) => {
+            let opts = DaemonOptions {
+                node_name: args.node_name,
+                store_dir: args.store,
+                state_dir: args.state_dir,
+                socket: args.socket,
+                delete_queue: args.delete_queue_dir,
+                datapath: config,
+                config_file: config_file(&args.config)?,
+                config_flags: args.config.flags(),
+            };
+            Daemon::run(opts, shutdown_signal())
+                .await
+                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
         }
-        Command::Pod(PodCommand::Add(add)) => pod_add(&mut datapath, &add).await?,
+        Command::Ipam(IpamCommand::Simulate {
+            store,
+            node_name,
+            config,
+        }) => {
+            let plan = weft_agent::simulate::plan(
+                &store,
+                &node_name,
+                &config_file(&config)?,
+                &config.flags(),
+            )
+            .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+            println!("{}", serde_json::to_string_pretty(&plan)?);
+        }
+        Command::Ipam(IpamCommand::Explain { pod, socket }) => {
+            match weft_agent::cni::client::ask(&socket, &Request::Explain { owner: pod.clone() }) {
+                Ok(Response::Explained(lines)) => {
+                    for line in lines {
+                        println!("{pod} {line}");
+                    }
+                }
+                Ok(other) => bail!("unexpected answer from the agent: {other:?}"),
+                Err(e) => bail!(
+                    "{e}; is weft-agent running with --socket {}?",
+                    socket.display()
+                ),
+            }
+        }
+        Command::Pod(PodCommand::Add(add)) => {
+            let mut datapath = Datapath::load(&config).context("loading the datapath")?;
+            pod_add(&mut datapath, &add).await?;
+        }
         Command::Pod(PodCommand::Del { id, ifname }) => {
+            let mut datapath = Datapath::load(&config).context("loading the datapath")?;
             let removed = datapath.remove_pod(&id, &ifname).await?;
             println!(
                 "{}",
@@ -52,36 +94,64 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             );
         }
-        Command::Bpf(BpfCommand::Endpoint(EndpointCommand::List { output })) => {
-            let rows = datapath.list_endpoints()?;
-            if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                println!(
-                    "{:<40} {:>8} {:<18} {:<18} {:>9} {:>5} {:>6}",
-                    "IP", "IFINDEX", "POD MAC", "NODE MAC", "IDENTITY", "POOL", "FLAGS"
-                );
-                for r in rows {
-                    println!(
-                        "{:<40} {:>8} {:<18} {:<18} {:>9} {:>5} {:>#6x}",
-                        r.ip, r.ifindex, r.pod_mac, r.node_mac, r.identity, r.pool_id, r.flags
-                    );
-                }
-            }
-        }
-        Command::Bpf(BpfCommand::Counters { output }) => {
-            let rows = datapath.counters()?;
-            if output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                println!("{:<22} {:>12} {:>14}", "REASON", "PACKETS", "BYTES");
-                for r in rows {
-                    println!("{:<22} {:>12} {:>14}", r.reason, r.packets, r.bytes);
-                }
-            }
+        Command::Bpf(command) => {
+            let mut datapath = Datapath::load(&config).context("loading the datapath")?;
+            inspect::bpf(&mut datapath, &command)?;
         }
     }
     Ok(())
+}
+
+async fn shutdown_signal() {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The config file or directory layer (`--config` / `--config-dir`).
+fn config_file(args: &ConfigArgs) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut map = BTreeMap::new();
+    if let Some(dir) = &args.config_dir {
+        for entry in std::fs::read_dir(dir)
+            .with_context(|| format!("reading --config-dir {}", dir.display()))?
+        {
+            let path = entry?.path();
+            let Some(key) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            // ConfigMap mounts carry ..data links and hidden files; keys are plain names.
+            if key.starts_with('.') || !path.is_file() {
+                continue;
+            }
+            let value = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            map.insert(key.to_owned(), value.trim().to_owned());
+        }
+    }
+    if let Some(file) = &args.config {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("reading --config {}", file.display()))?;
+        let parsed: BTreeMap<String, serde_json::Value> = serde_norway::from_str(&text)
+            .with_context(|| {
+                format!(
+                    "{} is not a YAML/JSON map of cilium-config keys",
+                    file.display()
+                )
+            })?;
+        for (k, v) in parsed {
+            let v = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            map.insert(k, v);
+        }
+    }
+    Ok(map)
 }
 
 async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {
@@ -100,6 +170,7 @@ async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {
         gateway_v6: add.gateway_v6,
         identity: add.identity,
         pool_id: add.pool_id,
+        flags: 0,
         mtu: add.mtu,
     };
     let iface = datapath.add_pod(&spec).await?;

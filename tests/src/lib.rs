@@ -243,6 +243,7 @@ impl Node {
             gateway_v6: Some(GATEWAY_V6),
             identity: agent_common::identity::MIN_ALLOCATED + u32::from(n),
             pool_id: 0,
+            flags: 0,
             mtu: None,
         };
         self.runtime
@@ -297,6 +298,16 @@ impl Drop for Node {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.config.pin_dir);
     }
+}
+
+/// Path of a workspace binary (`weft-agent`, `weft-cni`) built next to the test executable.
+#[must_use]
+pub fn bin_path(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.join(name)))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} is not built next to the tests: run `cargo build -p weft-agent` (cargo xtask test does)"))
 }
 
 /// An error and its whole source chain on one line.

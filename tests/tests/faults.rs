@@ -93,6 +93,7 @@ fn pod_whose_netns_vanished_leaves_nothing_behind() {
         gateway_v6: None,
         identity: 300,
         pool_id: 0,
+        flags: 0,
         mtu: None,
     };
     let err = node
@@ -146,13 +147,7 @@ fn removing_unknown_things_is_a_no_op() {
 #[test]
 fn unprivileged_agent_names_what_it_needs() {
     require_root();
-    let agent = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join("weft-agent")))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!("weft-agent binary not built next to the tests: run `cargo build -p weft-agent`")
-        });
+    let agent = weft_tests::bin_path("weft-agent");
     let dir = PinDir(Path::new("/sys/fs/bpf").join(unique("weft-test-")));
     std::fs::create_dir_all(&dir.0).expect("pin dir");
     for pin_dir in [dir.0.clone(), dir.0.join("sub")] {

@@ -6,7 +6,7 @@
 
 mod attach;
 mod bpffs;
-mod endpoints;
+pub mod endpoints;
 mod loader;
 pub mod netlink;
 pub mod netns;

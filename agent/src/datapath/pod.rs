@@ -34,6 +34,8 @@ pub struct PodSpec<'a> {
     pub identity: u32,
     /// Pool the addresses came from.
     pub pool_id: u32,
+    /// `ENDPOINT_F_*` bits (for example per-pool masquerade skips).
+    pub flags: u32,
     /// MTU of the veth pair (`None`: kernel default).
     pub mtu: Option<u32>,
 }
@@ -93,7 +95,7 @@ impl Datapath {
         self.upsert_iface(iface.host_ifindex, iface.host_mac)?;
         let info = EndpointInfo {
             ifindex: iface.host_ifindex,
-            flags: 0,
+            flags: spec.flags,
             pod_mac: iface.pod_mac,
             pad0: [0; 2],
             node_mac: iface.host_mac,

@@ -1,0 +1,254 @@
+//! The plugin side (`weft-cni`): read `CNI_*` and stdin, validate them as the spec says, ask
+//! the agent over its unix socket, print the result or the CNI error. Thin on purpose: every
+//! decision is the agent's. A DEL while the agent is down is queued on disk (one file per
+//! attachment) and replayed by the agent when it starts, like Cilium's deletion queue.
+
+use std::{
+    collections::HashMap,
+    fs,
+    io::{BufRead as _, BufReader, Write as _},
+    os::unix::net::UnixStream,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use super::{
+    proto::{DEFAULT_DELETE_QUEUE, DEFAULT_SOCKET, PodRequest, Request, Response},
+    types::{
+        CniError, NetConf, SUPPORTED_VERSIONS, code, parse_cni_args, valid_container_id,
+        valid_ifname,
+    },
+};
+
+/// What the plugin prints and its exit code.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Text for stdout (result or error JSON; empty for a silent success).
+    pub stdout: String,
+    /// Process exit code.
+    pub exit_code: i32,
+}
+
+/// Run one plugin invocation with environment `env` and configuration `stdin`.
+#[must_use]
+pub fn run<S: std::hash::BuildHasher>(env: &HashMap<String, String, S>, stdin: &[u8]) -> Outcome {
+    match invoke(env, stdin) {
+        Ok(stdout) => Outcome {
+            stdout,
+            exit_code: 0,
+        },
+        Err(error) => Outcome {
+            stdout: serde_json::to_string(&error).unwrap_or_default(),
+            exit_code: 1,
+        },
+    }
+}
+
+fn invoke<S: std::hash::BuildHasher>(
+    env: &HashMap<String, String, S>,
+    stdin: &[u8],
+) -> Result<String, CniError> {
+    let var = |k: &str| env.get(k).map(String::as_str).unwrap_or_default();
+    let command = var("CNI_COMMAND");
+    if command.is_empty() {
+        return Err(CniError::new(
+            "",
+            code::INVALID_ENV,
+            "CNI_COMMAND is not set",
+            "the runtime must set CNI_COMMAND to ADD, DEL, CHECK, STATUS, GC or VERSION",
+        ));
+    }
+    if command == "VERSION" {
+        return Ok(version(stdin));
+    }
+    let conf: NetConf = serde_json::from_slice(stdin).map_err(|e| {
+        CniError::new(
+            "",
+            code::DECODE_FAILURE,
+            "cannot decode the network configuration on stdin",
+            e.to_string(),
+        )
+    })?;
+    let version = conf.cni_version.clone();
+    if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
+        return Err(CniError::new(
+            SUPPORTED_VERSIONS[SUPPORTED_VERSIONS.len() - 1],
+            code::INCOMPATIBLE_VERSION,
+            format!("incompatible CNI version {version:?}"),
+            format!("weft-cni supports {}", SUPPORTED_VERSIONS.join(", ")),
+        ));
+    }
+    let request = match command {
+        "ADD" => Request::Add(pod_request(env, &conf, true)?),
+        "DEL" => Request::Del(pod_request(env, &conf, false)?),
+        "CHECK" => Request::Check(pod_request(env, &conf, true)?),
+        "STATUS" | "GC" if version != "1.1.0" => {
+            return Err(CniError::new(
+                &version,
+                code::INCOMPATIBLE_VERSION,
+                format!("{command} needs cniVersion 1.1.0"),
+                format!("the configuration says {version}"),
+            ));
+        }
+        "STATUS" => Request::Status {
+            cni_version: version.clone(),
+        },
+        "GC" => Request::Gc {
+            cni_version: version.clone(),
+            valid: conf.valid_attachments.clone().unwrap_or_default(),
+        },
+        other => {
+            return Err(CniError::new(
+                &version,
+                code::INVALID_ENV,
+                format!("unknown CNI_COMMAND {other:?}"),
+                "expected ADD, DEL, CHECK, STATUS, GC or VERSION",
+            ));
+        }
+    };
+    let socket = conf
+        .agent_socket
+        .clone()
+        .or_else(|| env.get("WEFT_SOCK").cloned())
+        .unwrap_or_else(|| DEFAULT_SOCKET.to_owned());
+    match ask(Path::new(&socket), &request) {
+        Ok(Response::Added(result)) => serde_json::to_string(&result).map_err(|e| {
+            CniError::new(
+                &version,
+                code::IO_FAILURE,
+                "cannot encode the result",
+                e.to_string(),
+            )
+        }),
+        Ok(Response::Done | Response::Explained(_)) => Ok(String::new()),
+        Ok(Response::Error(error)) => Err(error),
+        Err(reason) => {
+            if let Request::Del(pod) = &request {
+                let dir = conf
+                    .delete_queue_dir
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_DELETE_QUEUE.to_owned());
+                return queue_delete(Path::new(&dir), pod).map(|()| String::new()).map_err(|e| {
+                    CniError::new(&version, code::IO_FAILURE, format!("weft-agent is unreachable ({reason}) and the DEL could not be queued in {dir}"), e.to_string())
+                });
+            }
+            // STATUS reports an unreachable agent as "not available" (50), the rest as "try again".
+            let code = if matches!(request, Request::Status { .. }) {
+                code::NOT_AVAILABLE
+            } else {
+                code::TRY_AGAIN_LATER
+            };
+            Err(CniError::new(
+                &version,
+                code,
+                format!("weft-agent is not reachable at {socket}"),
+                format!("{reason}; is the weft-agent DaemonSet running on this node?"),
+            ))
+        }
+    }
+}
+
+fn version(stdin: &[u8]) -> String {
+    let asked = serde_json::from_slice::<NetConf>(stdin)
+        .map(|c| c.cni_version)
+        .unwrap_or_default();
+    let version = if SUPPORTED_VERSIONS.contains(&asked.as_str()) {
+        asked
+    } else {
+        "1.1.0".to_owned()
+    };
+    serde_json::json!({"cniVersion": version, "supportedVersions": SUPPORTED_VERSIONS}).to_string()
+}
+
+fn pod_request<S: std::hash::BuildHasher>(
+    env: &HashMap<String, String, S>,
+    conf: &NetConf,
+    need_netns: bool,
+) -> Result<PodRequest, CniError> {
+    let v = &conf.cni_version;
+    let var = |k: &str| env.get(k).cloned().unwrap_or_default();
+    let container_id = var("CNI_CONTAINERID");
+    if !valid_container_id(&container_id) {
+        return Err(CniError::new(
+            v,
+            code::INVALID_ENV,
+            "CNI_CONTAINERID is missing or invalid",
+            format!(
+                "got {container_id:?}; it must start with a letter or digit and contain only letters, digits, '_', '.' and '-'"
+            ),
+        ));
+    }
+    let ifname = var("CNI_IFNAME");
+    if !valid_ifname(&ifname) {
+        return Err(CniError::new(
+            v,
+            code::INVALID_ENV,
+            "CNI_IFNAME is missing or invalid",
+            format!(
+                "got {ifname:?}; an interface name has 1 to 15 characters and no '/', ':' or spaces"
+            ),
+        ));
+    }
+    let netns = var("CNI_NETNS");
+    if need_netns && netns.is_empty() {
+        return Err(CniError::new(
+            v,
+            code::INVALID_ENV,
+            "CNI_NETNS is not set",
+            "ADD and CHECK need the path of the container's network namespace",
+        ));
+    }
+    let args = parse_cni_args(&var("CNI_ARGS"));
+    let arg = |k: &str| {
+        args.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    Ok(PodRequest {
+        cni_version: v.clone(),
+        container_id,
+        ifname,
+        netns: PathBuf::from(netns),
+        pod_namespace: arg("K8S_POD_NAMESPACE"),
+        pod_name: arg("K8S_POD_NAME"),
+        mtu: conf.mtu,
+    })
+}
+
+/// Send `request` to the agent and read its response.
+///
+/// # Errors
+/// The socket cannot be reached, or the exchange failed (the text says why).
+pub fn ask(socket: &Path, request: &Request) -> Result<Response, String> {
+    let stream =
+        UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+    stream
+        .set_read_timeout(Some(Duration::from_mins(2)))
+        .map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
+    line.push('\n');
+    (&stream)
+        .write_all(line.as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(|e| format!("receive: {e}"))?;
+    serde_json::from_str(&answer).map_err(|e| format!("agent answered {answer:?}: {e}"))
+}
+
+/// Queue a DEL in `dir` (atomically: temp file + rename), to be replayed by the agent.
+///
+/// # Errors
+/// The directory cannot be created or written.
+pub fn queue_delete(dir: &Path, pod: &PodRequest) -> std::io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let name = format!("{}-{}.json", pod.container_id, pod.ifname);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let body = serde_json::to_vec(&Request::Del(pod.clone())).map_err(std::io::Error::other)?;
+    let mut file = fs::File::create(&tmp)?;
+    file.write_all(&body)?;
+    file.sync_all()?;
+    fs::rename(&tmp, dir.join(name))
+}

@@ -1,0 +1,244 @@
+//! CNI wire types (spec 1.0.0 / 1.1.0, with 0.4.0 results): the network configuration a runtime
+//! passes on stdin, the success result and the error object, and the validation rules the spec
+//! puts on the environment. No IO here.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// CNI versions whose configurations weft accepts (and whose result format it prints).
+pub const SUPPORTED_VERSIONS: [&str; 3] = ["0.4.0", "1.0.0", "1.1.0"];
+
+/// Error codes of the CNI spec (and weft's own, from 100 up).
+pub mod code {
+    /// Incompatible CNI version.
+    pub const INCOMPATIBLE_VERSION: u32 = 1;
+    /// Unsupported field in the network configuration.
+    pub const UNSUPPORTED_FIELD: u32 = 2;
+    /// Container unknown or does not exist.
+    pub const UNKNOWN_CONTAINER: u32 = 3;
+    /// Invalid necessary environment variables.
+    pub const INVALID_ENV: u32 = 4;
+    /// I/O failure.
+    pub const IO_FAILURE: u32 = 5;
+    /// Failed to decode content.
+    pub const DECODE_FAILURE: u32 = 6;
+    /// Invalid network config.
+    pub const INVALID_CONFIG: u32 = 7;
+    /// Try again later (for example: the pool is not ready yet, the agent is down).
+    pub const TRY_AGAIN_LATER: u32 = 11;
+    /// STATUS: the plugin is not available.
+    pub const NOT_AVAILABLE: u32 = 50;
+    /// weft: address allocation failed (pool exhausted, no matching pool, …).
+    pub const IPAM_FAILED: u32 = 100;
+    /// weft: wiring the pod's interface failed.
+    pub const DATAPATH_FAILED: u32 = 101;
+}
+
+/// The network configuration on stdin (the fields weft reads; the rest is ignored).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NetConf {
+    /// CNI version of the configuration (and of the result to print).
+    #[serde(rename = "cniVersion", default)]
+    pub cni_version: String,
+    /// Network name.
+    #[serde(default)]
+    pub name: String,
+    /// Plugin type (`weft-cni`).
+    #[serde(rename = "type", default)]
+    pub plugin_type: String,
+    /// MTU of the pod interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Agent socket (default `/var/run/weft/weft.sock`, or env `WEFT_SOCK`).
+    #[serde(
+        rename = "agent-socket",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub agent_socket: Option<String>,
+    /// Where DELs are queued while the agent is down (default `/var/run/weft/delete-queue`).
+    #[serde(
+        rename = "delete-queue-dir",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub delete_queue_dir: Option<String>,
+    /// Result of a previous plugin (CHECK and DEL get it from the runtime).
+    #[serde(
+        rename = "prevResult",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub prev_result: Option<Value>,
+    /// GC (1.1.0): attachments that must be kept.
+    #[serde(
+        rename = "cni.dev/valid-attachments",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub valid_attachments: Option<Vec<Attachment>>,
+}
+
+/// An attachment named in a GC request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// Container id.
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    /// Interface name in the container.
+    pub ifname: String,
+}
+
+/// A successful ADD result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CniResult {
+    /// Version of the result format (= the configuration's).
+    #[serde(rename = "cniVersion")]
+    pub cni_version: String,
+    /// Host-side and pod-side interfaces.
+    pub interfaces: Vec<Interface>,
+    /// Addresses given to the pod.
+    pub ips: Vec<IpConfig>,
+    /// Routes installed in the pod.
+    pub routes: Vec<Route>,
+    /// DNS (weft sets none; the runtime's own DNS applies).
+    pub dns: Value,
+}
+
+/// An interface of a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interface {
+    /// Name.
+    pub name: String,
+    /// MAC address.
+    pub mac: String,
+    /// Netns path for interfaces inside the sandbox; absent for host interfaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+}
+
+/// An address of a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpConfig {
+    /// 0.4.0 results only: "4" or "6".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Address with prefix length (`10.0.0.5/32`).
+    pub address: IpNet,
+    /// Gateway (the node's router IP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<IpAddr>,
+    /// Index into `interfaces` of the interface that carries the address.
+    pub interface: usize,
+}
+
+/// A route of a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    /// Destination.
+    pub dst: IpNet,
+    /// Next hop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gw: Option<IpAddr>,
+}
+
+/// The error object a plugin prints on failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("CNI error {code}: {msg}{}", if details.is_empty() { String::new() } else { format!(" ({details})") })]
+pub struct CniError {
+    /// Version of the configuration (or the newest supported one if it could not be read).
+    #[serde(rename = "cniVersion")]
+    pub cni_version: String,
+    /// One of [`code`].
+    pub code: u32,
+    /// Short message.
+    pub msg: String,
+    /// Longer explanation, with the fix where there is one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub details: String,
+}
+
+impl CniError {
+    /// An error with `code`, `msg` and `details` for configuration version `version`.
+    #[must_use]
+    pub fn new(
+        version: &str,
+        code: u32,
+        msg: impl Into<String>,
+        details: impl Into<String>,
+    ) -> Self {
+        let cni_version = if version.is_empty() { "1.0.0" } else { version };
+        Self {
+            cni_version: cni_version.to_owned(),
+            code,
+            msg: msg.into(),
+            details: details.into(),
+        }
+    }
+}
+
+/// The spec's container-id rule: starts alphanumeric, then alphanumerics, `_`, `.`, `-`.
+#[must_use]
+pub fn valid_container_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// The spec's interface-name rule: 1–15 bytes, not `.`/`..`, no `/`, `:` or whitespace.
+#[must_use]
+pub fn valid_ifname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace())
+}
+
+/// `K8S_POD_NAMESPACE=a;K8S_POD_NAME=b` → pairs (empty or malformed items are skipped).
+#[must_use]
+pub fn parse_cni_args(args: &str) -> Vec<(String, String)> {
+    args.split(';')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_ids_and_ifnames_follow_the_spec() {
+        assert!(valid_container_id("abc-123_x.y"));
+        assert!(!valid_container_id("-abc"));
+        assert!(!valid_container_id(""));
+        assert!(!valid_container_id("a/b"));
+        assert!(valid_ifname("eth0"));
+        for bad in ["", ".", "..", "a/b", "a:b", "a b", "sixteen-chars-xx"] {
+            assert!(!valid_ifname(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cni_args_parse() {
+        let args = parse_cni_args("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=a;junk");
+        assert_eq!(args[1], ("K8S_POD_NAMESPACE".into(), "default".into()));
+        assert_eq!(args.len(), 3);
+    }
+
+    #[test]
+    fn error_json_has_the_spec_fields() {
+        let e = CniError::new("", code::INVALID_ENV, "CNI_IFNAME is missing", "set it");
+        let v = serde_json::to_value(&e).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"cniVersion": "1.0.0", "code": 4, "msg": "CNI_IFNAME is missing", "details": "set it"})
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The `cilium.io/v2alpha1` `CiliumPodIPPool` (Cilium `ippool_types.go`): per-family CIDRs and
+//! mask sizes, first/last-IP flags, pod and namespace selectors, and the skip-masquerade
+//! annotation. weft only reads pools (the operator carves them); selection lives in
+//! `ipam::selection`, not here.
+
+use serde::{Deserialize, Serialize};
+
+use super::meta::{Extra, LabelSelector, ObjectMeta};
+
+/// Pool annotation: `"true"` (exactly) makes pods of this pool skip masquerading.
+pub const SKIP_MASQUERADE_ANNOTATION: &str = "ipam.cilium.io/skip-masquerade";
+
+/// A `CiliumPodIPPool` (cluster-scoped).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiliumPodIPPool {
+    /// `cilium.io/v2alpha1`.
+    #[serde(
+        rename = "apiVersion",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub api_version: String,
+    /// `CiliumPodIPPool`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Object metadata; the name is the pool name.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The pool.
+    #[serde(default)]
+    pub spec: IpPoolSpec,
+    /// Unmodelled fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl CiliumPodIPPool {
+    /// `apiVersion` of a `CiliumPodIPPool`.
+    pub const API_VERSION: &'static str = "cilium.io/v2alpha1";
+    /// `kind` of a `CiliumPodIPPool`.
+    pub const KIND: &'static str = "CiliumPodIPPool";
+
+    /// The pool name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// Whether the pool carries `ipam.cilium.io/skip-masquerade: "true"` (exact string).
+    #[must_use]
+    pub fn skip_masquerade(&self) -> bool {
+        self.metadata
+            .annotations
+            .get(SKIP_MASQUERADE_ANNOTATION)
+            .is_some_and(|v| v == "true")
+    }
+}
+
+/// `spec` of a `CiliumPodIPPool`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IpPoolSpec {
+    /// IPv4 part; the pool serves IPv4 only when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<PoolFamilySpec>,
+    /// IPv6 part; the pool serves IPv6 only when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<PoolFamilySpec>,
+    /// The network address of each CIDR may be handed out (CRD default `false`, which the
+    /// API server fills in, hence kept as written).
+    #[serde(
+        rename = "allowFirstIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_first_ip: Option<bool>,
+    /// The last address of each CIDR may be handed out (as `allowFirstIP`).
+    #[serde(
+        rename = "allowLastIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_last_ip: Option<bool>,
+    /// Pods this pool serves (`None`: any pod, if a namespace selector is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_selector: Option<LabelSelector>,
+    /// Namespaces this pool serves (`None`: any namespace, if a pod selector is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Unmodelled fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `spec.ipv4` / `spec.ipv6` of a pool.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolFamilySpec {
+    /// CIDRs the operator carves node blocks from, as written (a plain string type in Cilium,
+    /// so a bad one does not fail decoding).
+    #[serde(default)]
+    pub cidrs: Vec<String>,
+    /// Prefix length of each node block.
+    #[serde(default)]
+    pub mask_size: u8,
+    /// Unmodelled fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn pool_with_selectors_round_trips() {
+        let doc = json!({
+            "apiVersion": "cilium.io/v2alpha1",
+            "kind": "CiliumPodIPPool",
+            "metadata": {
+                "name": "mars",
+                "annotations": {"ipam.cilium.io/skip-masquerade": "true"},
+                "resourceVersion": "812",
+                "creationTimestamp": "2026-01-02T03:04:05Z"
+            },
+            "spec": {
+                "ipv4": {"cidrs": ["10.0.11.0/24", "10.0.12.0/24"], "maskSize": 27},
+                "ipv6": {"cidrs": ["fd00:11::/104"], "maskSize": 123},
+                "allowFirstIP": false,
+                "allowLastIP": true,
+                "podSelector": {
+                    "matchLabels": {"app": "rover"},
+                    "matchExpressions": [
+                        {"key": "tier", "operator": "In", "values": ["front", "back"]},
+                        {"key": "legacy", "operator": "DoesNotExist"}
+                    ]
+                },
+                "namespaceSelector": {},
+                "futureField": {"x": 1}
+            },
+            "futureTopLevel": true
+        });
+        let pool: CiliumPodIPPool = serde_json::from_value(doc.clone()).expect("decodes");
+        assert_eq!(pool.name(), "mars");
+        assert!(pool.skip_masquerade());
+        assert_eq!(pool.spec.ipv4.as_ref().map(|v4| v4.mask_size), Some(27));
+        assert_eq!(pool.spec.namespace_selector, Some(LabelSelector::default()));
+        assert_eq!(serde_json::to_value(&pool).expect("encodes"), doc);
+    }
+
+    #[test]
+    fn skip_masquerade_needs_exact_true() {
+        for (value, want) in [("true", true), ("True", false), ("1", false), ("", false)] {
+            let mut pool = CiliumPodIPPool::default();
+            pool.metadata
+                .annotations
+                .insert(SKIP_MASQUERADE_ANNOTATION.into(), value.into());
+            assert_eq!(pool.skip_masquerade(), want, "{value:?}");
+        }
+        assert!(!CiliumPodIPPool::default().skip_masquerade());
+    }
+}

@@ -1,0 +1,180 @@
+//! `weft-agent run`: ties the store, IPAM and the datapath together and serves `weft-cni`.
+//!
+//! Start-up: load the datapath (adopting pins), open the store, resolve the configuration
+//! (file, then CiliumNodeConfig for this node, then flags), restore every endpoint record's
+//! addresses before anything new is handed out, replay DELs queued while the agent was down,
+//! then serve the CNI socket. After that, every store change (and a one-minute tick, as
+//! Cilium's refresh) re-feeds IPAM and writes back what the agent owns in its CiliumNode.
+//! All pod operations run under one lock, so allocations never race.
+
+mod ops;
+mod records;
+mod startup;
+
+use std::{collections::BTreeMap, net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use tokio::sync::Mutex;
+use tracing::{info, warn};
+
+pub use self::{
+    records::{EndpointRecord, RecordAddr, RecordError, Records},
+    startup::{ROUTER_OWNER, ipam_config},
+};
+use crate::{
+    cni::{
+        proto::{Request, Response},
+        server::{self, Handler},
+    },
+    config::AgentConfig,
+    datapath::{Datapath, DatapathConfig},
+    ipam::manager::IpamManager,
+    store::{Snapshot, Store, embedded::EmbeddedStore},
+};
+
+/// Where the daemon keeps things and what it was told.
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    /// This node's name (`--node-name` / `NODE_NAME`).
+    pub node_name: String,
+    /// Embedded store directory.
+    pub store_dir: PathBuf,
+    /// State directory (endpoint records, router IPs).
+    pub state_dir: PathBuf,
+    /// CNI socket.
+    pub socket: PathBuf,
+    /// Directory of DELs queued by `weft-cni` while the agent was down.
+    pub delete_queue: PathBuf,
+    /// Datapath pins and attach mode.
+    pub datapath: DatapathConfig,
+    /// Configuration from the config file or directory.
+    pub config_file: BTreeMap<String, String>,
+    /// Configuration from flags (wins over everything).
+    pub config_flags: BTreeMap<String, String>,
+}
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The datapath could not be loaded.
+    #[error("loading the datapath")]
+    Datapath(#[from] crate::datapath::DatapathError),
+    /// The store could not be opened.
+    #[error("opening the store")]
+    Store(#[from] crate::store::StoreError),
+    /// The configuration is invalid.
+    #[error("configuration")]
+    Config(#[from] crate::config::ConfigError),
+    /// A CiliumNodeConfig for this node is invalid.
+    #[error("CiliumNodeConfig for this node")]
+    NodeConfig(#[from] crate::crd::nodeconfig::NodeConfigError),
+    /// IPAM could not be set up.
+    #[error("IPAM")]
+    Ipam(#[from] crate::ipam::manager::IpamError),
+    /// The endpoint records could not be read.
+    #[error("endpoint records")]
+    Records(#[from] RecordError),
+    /// The CNI socket could not be served.
+    #[error("CNI socket")]
+    Socket(#[from] server::ServerError),
+}
+
+/// An error and its sources on one line (for CNI error details).
+#[must_use]
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Everything pod operations touch, behind one lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) ipam: IpamManager,
+    pub(crate) datapath: Datapath,
+    pub(crate) snapshot: Arc<Snapshot>,
+    pub(crate) rng: fastrand::Rng,
+    /// Router (gateway) address per family, once allocated.
+    pub(crate) router: Vec<IpAddr>,
+    /// Addresses of records not yet restored (nothing new is handed out until empty).
+    pub(crate) unrestored: Vec<(IpAddr, String, String)>,
+}
+
+/// The running agent.
+#[derive(Debug)]
+pub struct Daemon {
+    pub(crate) opts: DaemonOptions,
+    pub(crate) config: AgentConfig,
+    pub(crate) store: EmbeddedStore,
+    pub(crate) records: Records,
+    pub(crate) state: Mutex<State>,
+}
+
+impl Handler for Daemon {
+    async fn handle(&self, request: Request) -> Response {
+        match request {
+            Request::Add(pod) => self.add(&pod).await,
+            Request::Del(pod) => self.del(&pod).await,
+            Request::Check(pod) => self.check(&pod).await,
+            Request::Status { cni_version } => self.status(&cni_version).await,
+            Request::Gc { cni_version, valid } => self.gc(&cni_version, &valid).await,
+            Request::Explain { owner } => self.explain(&owner).await,
+        }
+    }
+}
+
+impl Daemon {
+    /// Start the agent and serve until `shutdown` resolves; then flush the store.
+    ///
+    /// # Errors
+    /// Start-up failed (the error names what and how to fix it).
+    pub async fn run(
+        opts: DaemonOptions,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), DaemonError> {
+        let daemon = Arc::new(startup::start(opts).await?);
+        let listener = server::bind(&daemon.opts.socket)?;
+        tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
+        info!(socket = %daemon.opts.socket.display(), node = %daemon.opts.node_name, "weft-agent ready");
+        let mut snapshots = daemon.store.snapshots();
+        let mut tick = tokio::time::interval(Duration::from_mins(1));
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                changed = snapshots.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+                _ = tick.tick() => {}
+            }
+            let snapshot = snapshots.borrow_and_update().clone();
+            daemon.sync(snapshot).await;
+        }
+        info!("shutting down; pinned datapath and endpoint records stay for the next start");
+        if let Err(error) = daemon.store.flush().await {
+            warn!(%error, "final CiliumNode write");
+        }
+        Ok(())
+    }
+
+    /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back.
+    pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
+        let mut state = self.state.lock().await;
+        state.snapshot = Arc::clone(&snapshot);
+        state.ipam.observe_node(snapshot.own_node());
+        startup::finish_restore(&mut state, &self.opts);
+        let write = state
+            .ipam
+            .node_write(snapshot.own_node(), std::time::Instant::now());
+        drop(state);
+        if write != crate::store::NodeWrite::default() {
+            self.store.write_node(write);
+        }
+    }
+}

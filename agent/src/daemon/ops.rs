@@ -1,0 +1,423 @@
+//! The CNI operations as the agent performs them. ADD: a repeated ADD gets the recorded
+//! answer; otherwise allocate (IPAM), wire (datapath), record, answer — and on any failure undo
+//! every step already made. DEL: unwire, release, forget; idempotent. CHECK, STATUS, GC.
+
+use std::{net::IpAddr, sync::Arc, time::Instant};
+
+use agent_common::{
+    endpoint::{ENDPOINT_F_NO_SNAT_V4, ENDPOINT_F_NO_SNAT_V6},
+    identity,
+};
+use ipnet::IpNet;
+use tracing::{info, warn};
+
+use super::{Daemon, EndpointRecord, RecordAddr, State};
+use crate::{
+    cni::{
+        proto::{PodRequest, Response},
+        types::{Attachment, CniError, CniResult, Interface, IpConfig, Route, code},
+    },
+    datapath::{PodSpec, endpoints::format_mac, host_ifname, netlink::PodIface},
+    ipam::manager::{Allocated, IpamError},
+};
+
+fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
+    Response::Error(CniError::new(version, code, msg, details))
+}
+
+/// A stable numeric id for a pool name (0 = the default pool), stored in the endpoints map.
+#[must_use]
+pub fn pool_id(pool: &str, default_pool: &str) -> u32 {
+    if pool == default_pool {
+        return 0;
+    }
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in pool.bytes() {
+        hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    hash.max(1)
+}
+
+impl Daemon {
+    pub(super) async fn add(&self, pod: &PodRequest) -> Response {
+        let v = pod.cni_version.as_str();
+        match self.records.get(&pod.container_id, &pod.ifname) {
+            Ok(Some(record)) => {
+                // Idempotent: the same attachment gets the same answer.
+                let mut result = record.result;
+                v.clone_into(&mut result.cni_version);
+                return Response::Added(result);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot read the endpoint record",
+                    e.to_string(),
+                );
+            }
+        }
+        if !pod.netns.exists() {
+            return error(
+                v,
+                code::UNKNOWN_CONTAINER,
+                format!("network namespace {} does not exist", pod.netns.display()),
+                "the sandbox is gone; the runtime should retry with a live one",
+            );
+        }
+        let mut state = self.state.lock().await;
+        if !state.unrestored.is_empty() || state.router.is_empty() {
+            let why = state.ipam.ready().err().map_or_else(
+                || "restoring the addresses of existing endpoints".to_owned(),
+                |e| e.to_string(),
+            );
+            return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", why);
+        }
+        let snapshot = Arc::clone(&state.snapshot);
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let owner = pod.owner();
+        let st = &mut *state;
+        let allocated = match st.ipam.allocate(
+            &owner,
+            snapshot.as_ref(),
+            &pools,
+            &mut st.rng,
+            Instant::now(),
+        ) {
+            Ok(a) => a,
+            Err(IpamError::NotReady { reason }) => {
+                return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", reason);
+            }
+            Err(e) => {
+                return error(
+                    v,
+                    code::IPAM_FAILED,
+                    format!(
+                        "unable to allocate an address for {owner} on node {}",
+                        self.opts.node_name
+                    ),
+                    e.to_string(),
+                );
+            }
+        };
+        match self.wire(&mut state, pod, &owner, &allocated).await {
+            Ok(result) => {
+                drop(state);
+                self.request_write().await;
+                info!(container = %pod.container_id, %owner, ips = ?allocated.iter().map(|a| a.ip).collect::<Vec<_>>(), "ADD");
+                Response::Added(result)
+            }
+            Err(response) => {
+                for a in &allocated {
+                    state.ipam.release(a.ip, &a.pool);
+                }
+                response
+            }
+        }
+    }
+
+    /// Wire the pod and record it; on failure everything made here is undone.
+    async fn wire(
+        &self,
+        state: &mut State,
+        pod: &PodRequest,
+        owner: &str,
+        allocated: &[Allocated],
+    ) -> Result<CniResult, Response> {
+        let v = pod.cni_version.as_str();
+        let addrs: Vec<IpAddr> = allocated.iter().map(|a| a.ip).collect();
+        let gateway_v4 = state.router.iter().find_map(|ip| match ip {
+            IpAddr::V4(v4) => Some(*v4),
+            IpAddr::V6(_) => None,
+        });
+        let gateway_v6 = state.router.iter().find_map(|ip| match ip {
+            IpAddr::V6(v6) => Some(*v6),
+            IpAddr::V4(_) => None,
+        });
+        let mut flags = 0;
+        for a in allocated.iter().filter(|a| a.skip_masquerade) {
+            flags |= if a.ip.is_ipv4() {
+                ENDPOINT_F_NO_SNAT_V4
+            } else {
+                ENDPOINT_F_NO_SNAT_V6
+            };
+        }
+        let first_pool = allocated
+            .first()
+            .map_or(self.config.default_pool.as_str(), |a| a.pool.as_str());
+        let spec = PodSpec {
+            container_id: &pod.container_id,
+            netns: &pod.netns,
+            ifname: &pod.ifname,
+            addrs: &addrs,
+            gateway_v4,
+            gateway_v6,
+            identity: identity::INIT,
+            pool_id: pool_id(first_pool, &self.config.default_pool),
+            flags,
+            mtu: pod.mtu,
+        };
+        let iface = state.datapath.add_pod(&spec).await.map_err(|e| {
+            error(
+                v,
+                code::DATAPATH_FAILED,
+                format!("wiring {} into the datapath failed", pod.ifname),
+                crate::daemon::chain(&e),
+            )
+        })?;
+        let result = build_result(v, pod, &iface, allocated, &state.router);
+        let record = EndpointRecord {
+            container_id: pod.container_id.clone(),
+            ifname: pod.ifname.clone(),
+            netns: pod.netns.clone(),
+            owner: owner.to_owned(),
+            host_ifname: host_ifname(&pod.container_id, &pod.ifname),
+            addrs: allocated
+                .iter()
+                .map(|a| RecordAddr {
+                    ip: a.ip,
+                    pool: a.pool.clone(),
+                    skip_masquerade: a.skip_masquerade,
+                })
+                .collect(),
+            result: result.clone(),
+        };
+        if let Err(e) = self.records.put(&record) {
+            if let Err(undo) = state
+                .datapath
+                .remove_pod(&pod.container_id, &pod.ifname)
+                .await
+            {
+                warn!(error = %undo, "undo: unwiring after a failed record write");
+            }
+            return Err(error(
+                v,
+                code::IO_FAILURE,
+                "cannot write the endpoint record",
+                e.to_string(),
+            ));
+        }
+        Ok(result)
+    }
+
+    pub(super) async fn del(&self, pod: &PodRequest) -> Response {
+        let v = pod.cni_version.as_str();
+        let record = match self.records.get(&pod.container_id, &pod.ifname) {
+            Ok(r) => r,
+            Err(e) => {
+                return error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot read the endpoint record",
+                    e.to_string(),
+                );
+            }
+        };
+        let mut state = self.state.lock().await;
+        if let Err(e) = state
+            .datapath
+            .remove_pod(&pod.container_id, &pod.ifname)
+            .await
+        {
+            return error(
+                v,
+                code::DATAPATH_FAILED,
+                "removing the pod's interface failed",
+                crate::daemon::chain(&e),
+            );
+        }
+        if let Some(record) = record {
+            for a in &record.addrs {
+                state.ipam.release(a.ip, &a.pool);
+            }
+            if let Err(e) = self.records.remove(&pod.container_id, &pod.ifname) {
+                return error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot remove the endpoint record",
+                    e.to_string(),
+                );
+            }
+            info!(container = %pod.container_id, owner = %record.owner, "DEL");
+        }
+        drop(state);
+        self.request_write().await;
+        Response::Done
+    }
+
+    pub(super) async fn check(&self, pod: &PodRequest) -> Response {
+        let v = pod.cni_version.as_str();
+        let Ok(Some(record)) = self.records.get(&pod.container_id, &pod.ifname) else {
+            return error(
+                v,
+                code::UNKNOWN_CONTAINER,
+                format!(
+                    "no attachment {}/{} is known to weft",
+                    pod.container_id, pod.ifname
+                ),
+                "ADD it first",
+            );
+        };
+        let mut state = self.state.lock().await;
+        let endpoints = match state.datapath.list_endpoints() {
+            Ok(e) => e,
+            Err(e) => {
+                return error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot read the endpoints map",
+                    crate::daemon::chain(&e),
+                );
+            }
+        };
+        let link = crate::datapath::netlink::link_index(&record.host_ifname)
+            .await
+            .ok()
+            .flatten();
+        let missing: Vec<String> = record
+            .addrs
+            .iter()
+            .filter(|a| {
+                !endpoints
+                    .iter()
+                    .any(|e| e.ip == a.ip && Some(e.ifindex) == link)
+            })
+            .map(|a| a.ip.to_string())
+            .collect();
+        if link.is_none() || !missing.is_empty() {
+            return error(
+                v,
+                code::DATAPATH_FAILED,
+                "the attachment is not as ADD left it",
+                format!(
+                    "host interface {} present: {}; endpoints missing: {missing:?}",
+                    record.host_ifname,
+                    link.is_some()
+                ),
+            );
+        }
+        Response::Done
+    }
+
+    pub(super) async fn status(&self, v: &str) -> Response {
+        let state = self.state.lock().await;
+        match state.ipam.ready() {
+            Ok(()) if state.unrestored.is_empty() && !state.router.is_empty() => Response::Done,
+            Ok(()) => error(
+                v,
+                code::NOT_AVAILABLE,
+                "weft-agent is restoring endpoints",
+                "",
+            ),
+            Err(e) => error(v, code::NOT_AVAILABLE, "IPAM is not ready", e.to_string()),
+        }
+    }
+
+    pub(super) async fn gc(&self, v: &str, valid: &[Attachment]) -> Response {
+        let records = match self.records.all() {
+            Ok((records, _)) => records,
+            Err(e) => {
+                return error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot list endpoint records",
+                    e.to_string(),
+                );
+            }
+        };
+        for record in records {
+            if valid
+                .iter()
+                .any(|a| a.container_id == record.container_id && a.ifname == record.ifname)
+            {
+                continue;
+            }
+            let pod = PodRequest {
+                cni_version: v.to_owned(),
+                container_id: record.container_id,
+                ifname: record.ifname,
+                ..PodRequest::default()
+            };
+            if let Response::Error(e) = self.del(&pod).await {
+                return Response::Error(e);
+            }
+        }
+        Response::Done
+    }
+
+    pub(super) async fn explain(&self, owner: &str) -> Response {
+        let state = self.state.lock().await;
+        let snapshot = Arc::clone(&state.snapshot);
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let lines = state
+            .ipam
+            .explain(owner, snapshot.as_ref(), &pools)
+            .into_iter()
+            .map(|(family, choice)| match choice {
+                Ok(c) => format!("{family}: pool {} ({})", c.pool, c.rule),
+                Err(e) => format!("{family}: error: {e}"),
+            })
+            .collect();
+        Response::Explained(lines)
+    }
+
+    async fn request_write(&self) {
+        let snapshot = Arc::clone(&self.state.lock().await.snapshot);
+        self.sync(snapshot).await;
+    }
+}
+
+fn build_result(
+    version: &str,
+    pod: &PodRequest,
+    iface: &PodIface,
+    allocated: &[Allocated],
+    router: &[IpAddr],
+) -> CniResult {
+    let legacy = version == "0.4.0";
+    let ips = allocated
+        .iter()
+        .map(|a| IpConfig {
+            version: legacy.then(|| if a.ip.is_ipv4() { "4" } else { "6" }.to_owned()),
+            address: IpNet::from(a.ip),
+            gateway: router
+                .iter()
+                .copied()
+                .find(|r| r.is_ipv4() == a.ip.is_ipv4()),
+            interface: 1,
+        })
+        .collect();
+    let default_routes = allocated
+        .iter()
+        .filter_map(|a| {
+            let gw = router
+                .iter()
+                .copied()
+                .find(|r| r.is_ipv4() == a.ip.is_ipv4())?;
+            let dst = if a.ip.is_ipv4() { "0.0.0.0/0" } else { "::/0" };
+            Some(Route {
+                dst: dst.parse().ok()?,
+                gw: Some(gw),
+            })
+        })
+        .collect();
+    CniResult {
+        cni_version: version.to_owned(),
+        interfaces: vec![
+            Interface {
+                name: host_ifname(&pod.container_id, &pod.ifname),
+                mac: format_mac(iface.host_mac),
+                sandbox: None,
+            },
+            Interface {
+                name: pod.ifname.clone(),
+                mac: format_mac(iface.pod_mac),
+                sandbox: Some(pod.netns.display().to_string()),
+            },
+        ],
+        ips,
+        routes: default_routes,
+        dns: serde_json::json!({}),
+    }
+}

@@ -1,0 +1,186 @@
+//! Endpoint records: one JSON file per CNI attachment under `<state-dir>/endpoints/`, written
+//! atomically before ADD answers and removed after DEL finished. They are how a restarted agent
+//! knows which addresses are in use (so none is handed out twice) and how a repeated ADD gets
+//! the same answer.
+
+use std::{
+    fs,
+    io::Write as _,
+    net::IpAddr,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cni::types::CniResult;
+
+/// One address of an endpoint and the pool it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordAddr {
+    /// The address.
+    pub ip: IpAddr,
+    /// Pool name.
+    pub pool: String,
+    /// The pool asked not to masquerade traffic from it.
+    #[serde(default)]
+    pub skip_masquerade: bool,
+}
+
+/// What the agent remembers about one attachment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRecord {
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_NETNS` at ADD.
+    pub netns: PathBuf,
+    /// IPAM owner (`namespace/pod`).
+    pub owner: String,
+    /// Host-side veth.
+    pub host_ifname: String,
+    /// Addresses with their pools.
+    pub addrs: Vec<RecordAddr>,
+    /// The ADD result, replayed for a repeated ADD.
+    pub result: CniResult,
+}
+
+/// The records directory.
+#[derive(Clone, Debug)]
+pub struct Records {
+    dir: PathBuf,
+}
+
+/// Why a record operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Reading or writing a record failed.
+    #[error("endpoint record {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record does not parse (it is left in place for inspection).
+    #[error("endpoint record {path} is corrupt: {reason}; move it away if the pod is gone")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+}
+
+impl Records {
+    /// Use (and create) `state_dir/endpoints`.
+    ///
+    /// # Errors
+    /// The directory cannot be created.
+    pub fn open(state_dir: &Path) -> Result<Self, RecordError> {
+        let dir = state_dir.join("endpoints");
+        fs::create_dir_all(&dir).map_err(|source| RecordError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(Self { dir })
+    }
+
+    fn path(&self, container_id: &str, ifname: &str) -> PathBuf {
+        self.dir.join(format!("{container_id}_{ifname}.json"))
+    }
+
+    /// The record of an attachment, if any.
+    ///
+    /// # Errors
+    /// The record exists but cannot be read or parsed.
+    pub fn get(
+        &self,
+        container_id: &str,
+        ifname: &str,
+    ) -> Result<Option<EndpointRecord>, RecordError> {
+        let path = self.path(container_id, ifname);
+        match fs::read(&path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| RecordError::Corrupt {
+                        path,
+                        reason: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(RecordError::Io { path, source }),
+        }
+    }
+
+    /// Every record, sorted by file name; corrupt ones are returned as errors alongside.
+    ///
+    /// # Errors
+    /// The directory cannot be read.
+    pub fn all(&self) -> Result<(Vec<EndpointRecord>, Vec<RecordError>), RecordError> {
+        let io = |source| RecordError::Io {
+            path: self.dir.clone(),
+            source,
+        };
+        let mut paths: Vec<PathBuf> = fs::read_dir(&self.dir)
+            .map_err(io)?
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        paths.sort();
+        let (mut records, mut errors) = (Vec::new(), Vec::new());
+        for path in paths {
+            match fs::read(&path) {
+                Ok(bytes) => match serde_json::from_slice(&bytes) {
+                    Ok(record) => records.push(record),
+                    Err(e) => errors.push(RecordError::Corrupt {
+                        path,
+                        reason: e.to_string(),
+                    }),
+                },
+                Err(source) => errors.push(RecordError::Io { path, source }),
+            }
+        }
+        Ok((records, errors))
+    }
+
+    /// Write `record` atomically (temp file, fsync, rename).
+    ///
+    /// # Errors
+    /// Writing failed; an existing record is then untouched.
+    pub fn put(&self, record: &EndpointRecord) -> Result<(), RecordError> {
+        let path = self.path(&record.container_id, &record.ifname);
+        let tmp = path.with_extension("json.tmp");
+        let io = |source| RecordError::Io {
+            path: path.clone(),
+            source,
+        };
+        let body = serde_json::to_vec_pretty(record).map_err(|e| io(e.into()))?;
+        let result = (|| {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(&body)?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            fs::File::open(&self.dir)?.sync_all()
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result.map_err(io)
+    }
+
+    /// Remove the record of an attachment; `Ok(false)` if there was none.
+    ///
+    /// # Errors
+    /// The file exists but cannot be removed.
+    pub fn remove(&self, container_id: &str, ifname: &str) -> Result<bool, RecordError> {
+        let path = self.path(container_id, ifname);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(RecordError::Io { path, source }),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Daemon start-up: datapath, store, configuration, and the restore of every address an
+//! endpoint record holds (plus the router addresses) before any new address is handed out.
+
+use std::{net::IpAddr, path::Path, sync::Arc, time::Instant};
+
+use tokio::sync::Mutex;
+use tracing::{info, warn};
+
+use super::{Daemon, DaemonError, DaemonOptions, Records, State};
+use crate::{
+    cni::proto::Request,
+    config::AgentConfig,
+    crd::nodeconfig::resolve_node_config,
+    datapath::Datapath,
+    ipam::manager::{IpamConfig, IpamManager},
+    store::{Store as _, embedded::EmbeddedStore},
+};
+
+/// Owner of the router (gateway) addresses, as in Cilium.
+pub const ROUTER_OWNER: &str = "router";
+
+pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
+    let datapath = Datapath::load(&opts.datapath)?;
+    let early = AgentConfig::resolve([&opts.config_file, &opts.config_flags])?;
+    let store = EmbeddedStore::open(&opts.store_dir, &opts.node_name, early.node_update_rate)?;
+    let snapshot = store.snapshots().borrow().clone();
+    let labels = snapshot
+        .own_node()
+        .map(|n| n.metadata.labels.clone())
+        .unwrap_or_default();
+    let configs: Vec<_> = snapshot.node_configs.values().cloned().collect();
+    let per_node = resolve_node_config(&configs, &labels)?;
+    let config = AgentConfig::resolve([&opts.config_file, &per_node, &opts.config_flags])?;
+    info!(ipam = %config.ipam, default_pool = %config.default_pool, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, "configuration");
+    let mut ipam = IpamManager::new(ipam_config(&config))?;
+    ipam.observe_node(snapshot.own_node());
+    let records = Records::open(&opts.state_dir)?;
+    let mut state = State {
+        ipam,
+        datapath,
+        snapshot,
+        rng: fastrand::Rng::new(),
+        router: Vec::new(),
+        unrestored: Vec::new(),
+    };
+    state.unrestored = unrestored(&records, &mut state).await?;
+    finish_restore(&mut state, &opts);
+    let daemon = Daemon {
+        opts,
+        config,
+        store,
+        records,
+        state: Mutex::new(state),
+    };
+    replay_deletes(&daemon).await;
+    let snapshot = daemon.store.snapshots().borrow().clone();
+    daemon.sync(snapshot).await;
+    Ok(daemon)
+}
+
+/// The IPAM part of the agent configuration.
+#[must_use]
+pub fn ipam_config(config: &AgentConfig) -> IpamConfig {
+    IpamConfig {
+        mode: config.ipam,
+        default_pool: config.default_pool.clone(),
+        pre_allocation: config.multi_pool_pre_allocation.clone(),
+        ipv4: config.enable_ipv4,
+        ipv6: config.enable_ipv6,
+        health_checking: config.health_checking,
+        only_masquerade_default_pool: config.only_masquerade_default_pool,
+    }
+}
+
+/// Addresses to restore: every record whose pod still exists; records of pods that vanished
+/// while the agent was down are unwired and dropped (their addresses were never restored, so
+/// they are simply free).
+async fn unrestored(
+    records: &Records,
+    state: &mut State,
+) -> Result<Vec<(IpAddr, String, String)>, DaemonError> {
+    let (all, corrupt) = records.all()?;
+    for error in corrupt {
+        warn!(%error, "skipping endpoint record");
+    }
+    let mut out = Vec::new();
+    for record in all {
+        if !record.netns.exists() {
+            info!(container = %record.container_id, "pod vanished while the agent was down; cleaning up");
+            if let Err(error) = state
+                .datapath
+                .remove_pod(&record.container_id, &record.ifname)
+                .await
+            {
+                warn!(%error, container = %record.container_id, "unwiring a vanished pod");
+            }
+            records.remove(&record.container_id, &record.ifname)?;
+            continue;
+        }
+        let owner = format!("{} [restored]", record.owner);
+        out.extend(
+            record
+                .addrs
+                .iter()
+                .map(|a| (a.ip, owner.clone(), a.pool.clone())),
+        );
+    }
+    Ok(out)
+}
+
+/// Retry restoring recorded addresses (pools may appear later); once all are back, mark the
+/// restore finished and make sure the router addresses exist.
+pub(super) fn finish_restore(state: &mut State, opts: &DaemonOptions) {
+    let now = Instant::now();
+    let pending = std::mem::take(&mut state.unrestored);
+    let had_pending = !pending.is_empty();
+    for (ip, owner, pool) in pending {
+        if let Err(error) = state.ipam.restore(ip, &owner, &pool, now) {
+            warn!(%error, %ip, %owner, "cannot restore yet; new allocations wait");
+            state.unrestored.push((ip, owner, pool));
+        }
+    }
+    if state.unrestored.is_empty() {
+        if had_pending {
+            info!("all endpoint addresses restored");
+        }
+        state.ipam.restore_finished();
+        ensure_router(state, &opts.state_dir);
+    }
+}
+
+/// Restore the router addresses from the state dir, or allocate them (owner `router`).
+fn ensure_router(state: &mut State, state_dir: &Path) {
+    if !state.router.is_empty() || state.ipam.ready().is_err() {
+        return;
+    }
+    let path = state_dir.join("router.json");
+    let saved: Vec<(IpAddr, String)> = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let now = Instant::now();
+    let mut restored = Vec::new();
+    for (ip, pool) in &saved {
+        match state.ipam.restore(*ip, ROUTER_OWNER, pool, now) {
+            Ok(()) => restored.push((*ip, pool.clone())),
+            Err(error) => {
+                warn!(%error, %ip, "router address no longer available; allocating a new one");
+            }
+        }
+    }
+    if restored.len() != saved.len() || saved.is_empty() {
+        for (ip, pool) in &restored {
+            state.ipam.release(*ip, pool);
+        }
+        let snapshot = Arc::clone(&state.snapshot);
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        match state
+            .ipam
+            .allocate(ROUTER_OWNER, snapshot.as_ref(), &pools, &mut state.rng, now)
+        {
+            Ok(list) => restored = list.into_iter().map(|a| (a.ip, a.pool)).collect(),
+            Err(error) => {
+                warn!(%error, "allocating router addresses; retrying on the next change");
+                return;
+            }
+        }
+    }
+    if let Ok(body) = serde_json::to_vec(&restored)
+        && let Err(error) = std::fs::write(&path, body)
+    {
+        warn!(%error, path = %path.display(), "saving router addresses");
+    }
+    state.router = restored.into_iter().map(|(ip, _)| ip).collect();
+    info!(router = ?state.router, "router addresses");
+}
+
+/// Replay DELs `weft-cni` queued while the agent was down, then remove them.
+async fn replay_deletes(daemon: &Daemon) {
+    let Ok(entries) = std::fs::read_dir(&daemon.opts.delete_queue) else {
+        return;
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for path in files {
+        let request = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Request>(&b).ok());
+        if let Some(Request::Del(pod)) = request {
+            info!(container = %pod.container_id, "replaying queued DEL");
+            let _ = daemon.del(&pod).await;
+        } else {
+            warn!(path = %path.display(), "ignoring an unreadable queued DEL");
+        }
+        if let Err(error) = std::fs::remove_file(&path) {
+            warn!(%error, path = %path.display(), "removing a replayed DEL");
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Documents of the embedded store: where each kind lives (laid out like the API:
+//! `<plural>/<name>.yaml` for cluster-scoped kinds, `<plural>/<namespace>/<name>.yaml` for
+//! namespaced ones), how a document is parsed (YAML or JSON, with the offending field named on
+//! error) and how one is replaced atomically (temp file, fsync, rename, fsync of the directory).
+
+use std::{
+    fs,
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::store::StoreError;
+
+/// The kinds the embedded store holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `cilium.io/v2` CiliumNode (cluster-scoped).
+    CiliumNode,
+    /// `cilium.io/v2alpha1` CiliumPodIPPool (cluster-scoped).
+    CiliumPodIpPool,
+    /// `cilium.io/v2` CiliumNodeConfig (namespaced).
+    CiliumNodeConfig,
+    /// `v1` Pod (namespaced).
+    Pod,
+    /// `v1` Namespace (cluster-scoped).
+    Namespace,
+}
+
+impl Kind {
+    /// Every kind, in load order.
+    pub const ALL: [Self; 5] = [
+        Self::Namespace,
+        Self::Pod,
+        Self::CiliumPodIpPool,
+        Self::CiliumNodeConfig,
+        Self::CiliumNode,
+    ];
+
+    /// The API's plural resource name, which is also the directory name.
+    #[must_use]
+    pub const fn plural(self) -> &'static str {
+        match self {
+            Self::CiliumNode => "ciliumnodes",
+            Self::CiliumPodIpPool => "ciliumpodippools",
+            Self::CiliumNodeConfig => "ciliumnodeconfigs",
+            Self::Pod => "pods",
+            Self::Namespace => "namespaces",
+        }
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    #[must_use]
+    pub const fn namespaced(self) -> bool {
+        matches!(self, Self::CiliumNodeConfig | Self::Pod)
+    }
+
+    /// The kind whose directory is `plural`.
+    #[must_use]
+    pub fn from_plural(plural: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.plural() == plural)
+    }
+}
+
+/// Where a document sits: its kind, namespace (namespaced kinds) and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DocKey {
+    /// Kind.
+    pub kind: Kind,
+    /// Namespace ("" for cluster-scoped kinds).
+    pub namespace: String,
+    /// Object name (file name without extension).
+    pub name: String,
+}
+
+/// The document key of `path` under `root`, or `None` if the path is not a document
+/// (wrong depth, unknown directory, not `.yaml`/`.yml`/`.json`, hidden or temporary file).
+#[must_use]
+pub fn key_of(root: &Path, path: &Path) -> Option<DocKey> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Vec<&str> = rel.iter().map(|p| p.to_str()).collect::<Option<_>>()?;
+    let (plural, namespace, file) = match parts.as_slice() {
+        [plural, file] => (*plural, "", *file),
+        [plural, namespace, file] => (*plural, *namespace, *file),
+        _ => return None,
+    };
+    let kind = Kind::from_plural(plural)?;
+    if kind.namespaced() == namespace.is_empty() || file.starts_with('.') {
+        return None;
+    }
+    let name = ["yaml", "yml", "json"]
+        .iter()
+        .find_map(|ext| file.strip_suffix(ext)?.strip_suffix('.'))?;
+    Some(DocKey {
+        kind,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    })
+}
+
+/// Every document file under `root`, sorted.
+///
+/// # Errors
+/// A directory exists but cannot be read.
+pub fn list(root: &Path) -> Result<Vec<(DocKey, PathBuf)>, StoreError> {
+    let mut out = Vec::new();
+    for kind in Kind::ALL {
+        let dir = root.join(kind.plural());
+        let mut files = Vec::new();
+        if kind.namespaced() {
+            for ns in read_dir(&dir)? {
+                if ns.is_dir() {
+                    files.extend(read_dir(&ns)?);
+                }
+            }
+        } else {
+            files = read_dir(&dir)?;
+        }
+        out.extend(
+            files
+                .into_iter()
+                .filter_map(|p| Some((key_of(root, &p)?, p))),
+        );
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.filter_map(|e| Some(e.ok()?.path())).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Whether `path` holds JSON (by extension); YAML otherwise.
+#[must_use]
+pub fn is_json(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "json")
+}
+
+/// Read `path` as a generic document.
+///
+/// # Errors
+/// The file cannot be read or is not valid YAML/JSON.
+pub fn read_value(path: &Path) -> Result<Value, StoreError> {
+    let text = fs::read_to_string(path).map_err(|source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parsed: Result<Value, String> = if is_json(path) {
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    } else {
+        serde_norway::from_str(&text).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|reason| StoreError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+/// Decode a generic document into `T`, naming the offending field on error.
+///
+/// # Errors
+/// The document does not match `T`'s wire format.
+pub fn decode<T: DeserializeOwned>(path: &Path, value: Value) -> Result<T, StoreError> {
+    serde_path_to_error::deserialize(value).map_err(|e| StoreError::Parse {
+        path: path.to_path_buf(),
+        reason: format!("field `{}`: {}", e.path(), e.inner()),
+    })
+}
+
+/// Serialize `value` in the format of `path` and replace the file atomically.
+///
+/// # Errors
+/// Writing, syncing or renaming failed; the old document is then untouched.
+pub fn write_atomic(path: &Path, value: &Value) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut text = if is_json(path) {
+        serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?
+    } else {
+        serde_norway::to_string(value).map_err(|e| io(std::io::Error::other(e)))?
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{file_name}.weft-tmp"));
+    let result = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(io)
+}

@@ -1,0 +1,138 @@
+//! Applying a [`NodeWrite`] to a CiliumNode document: set only the paths the agent owns,
+//! create the objects above them when missing, drop them when they become empty (Cilium's
+//! `omitempty`), and leave every other field exactly as it was.
+
+use serde_json::{Map, Value};
+
+use crate::store::NodeWrite;
+
+/// Apply `write` to `doc`; returns whether the document changed.
+#[must_use]
+pub fn apply(doc: &mut Value, write: &NodeWrite) -> bool {
+    let before = doc.clone();
+    if let Some(used) = &write.used {
+        set(doc, &["status", "ipam", "used"], to_value(used));
+    }
+    if let Some(release) = &write.release_ips {
+        set(doc, &["status", "ipam", "release-ips"], to_value(release));
+    }
+    if let Some(pools) = &write.pools {
+        set(doc, &["spec", "ipam", "pools"], to_value(pools));
+    }
+    *doc != before
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    // The owned types serialize to plain JSON objects; a failure would be a bug in them.
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// Set `path` to `value`, or remove it (and parents left empty) when `value` is empty.
+fn set(doc: &mut Value, path: &[&str], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(Map::new());
+    }
+    if is_empty(&value) {
+        remove(doc, parents, last);
+        return;
+    }
+    let mut cur = doc;
+    for key in parents {
+        let Value::Object(map) = cur else { return };
+        cur = map.entry(*key).or_insert_with(|| Value::Object(Map::new()));
+        if !cur.is_object() {
+            *cur = Value::Object(Map::new());
+        }
+    }
+    if let Value::Object(map) = cur {
+        map.insert((*last).to_owned(), value);
+    }
+}
+
+fn remove(doc: &mut Value, parents: &[&str], last: &str) {
+    let Some(map) = doc.as_object_mut() else {
+        return;
+    };
+    match parents.split_first() {
+        None => {
+            map.remove(last);
+        }
+        Some((first, rest)) => {
+            if let Some(child) = map.get_mut(*first) {
+                remove(child, rest, last);
+                if is_empty(child) {
+                    map.remove(*first);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::ipam::{AllocationIp, IpamPoolSpec, ReleaseState};
+
+    #[test]
+    fn sets_owned_paths_and_keeps_everything_else() {
+        let mut doc = json!({
+            "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+            "metadata": {"name": "n1", "labels": {"a": "b"}, "x-unknown": 1},
+            "spec": {"ipam": {"pool": {"10.0.0.5": {"resource": "eni-1"}}, "future": true}},
+            "status": {"operator": "keeps this"}
+        });
+        let used = BTreeMap::from([(
+            "10.0.0.5".to_owned(),
+            AllocationIp {
+                owner: "default/a".into(),
+                resource: "eni-1".into(),
+            },
+        )]);
+        let release = BTreeMap::from([("10.0.0.9".to_owned(), ReleaseState::DoNotRelease)]);
+        let write = NodeWrite {
+            used: Some(used),
+            release_ips: Some(release),
+            pools: None,
+        };
+        assert!(apply(&mut doc, &write));
+        assert_eq!(
+            doc["status"]["ipam"]["used"]["10.0.0.5"],
+            json!({"owner": "default/a", "resource": "eni-1"})
+        );
+        assert_eq!(
+            doc["status"]["ipam"]["release-ips"]["10.0.0.9"],
+            "do-not-release"
+        );
+        assert_eq!(doc["status"]["operator"], "keeps this");
+        assert_eq!(doc["spec"]["ipam"]["future"], true);
+        assert_eq!(doc["metadata"]["x-unknown"], 1);
+        assert!(!apply(&mut doc, &write), "same write twice changes nothing");
+    }
+
+    #[test]
+    fn empty_owned_parts_are_omitted() {
+        let mut doc = json!({"spec": {"ipam": {"pools": {"requested": [{"pool": "x"}]}}}});
+        let write = NodeWrite {
+            pools: Some(IpamPoolSpec::default()),
+            ..NodeWrite::default()
+        };
+        assert!(apply(&mut doc, &write));
+        assert_eq!(doc, json!({}));
+    }
+}

@@ -1,0 +1,124 @@
+//! Where the agent's view of the cluster lives: its own CiliumNode, the CiliumPodIPPools and
+//! CiliumNodeConfigs, and the metadata of pods and namespaces. A store publishes snapshots
+//! (`tokio::sync::watch`) and takes the agent's write-backs of the fields it owns; the embedded
+//! store keeps documents in a directory, the Kubernetes store (later) talks to the API server.
+//! Nothing here allocates addresses: `ipam` decides, the store only reads and writes.
+
+pub mod embedded;
+
+use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
+
+use tokio::sync::watch;
+
+use crate::crd::{
+    ipam::NodeIpamWrite,
+    meta::{Namespace, Pod},
+    node::CiliumNode,
+    nodeconfig::CiliumNodeConfig,
+    pool::CiliumPodIPPool,
+};
+
+/// Everything the agent reads, as of one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// The node this agent runs on (`--node-name`).
+    pub node_name: String,
+    /// Every CiliumNode by name (the own one included).
+    pub nodes: BTreeMap<String, CiliumNode>,
+    /// CiliumPodIPPools by name.
+    pub pools: BTreeMap<String, CiliumPodIPPool>,
+    /// CiliumNodeConfigs by (namespace, name).
+    pub node_configs: BTreeMap<(String, String), CiliumNodeConfig>,
+    /// Pods by (namespace, name).
+    pub pods: BTreeMap<(String, String), Pod>,
+    /// Namespaces by name.
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// Documents that exist but could not be read, with the reason (never overwritten).
+    pub problems: BTreeMap<PathBuf, String>,
+    /// The first full read finished.
+    pub synced: bool,
+}
+
+impl Snapshot {
+    /// This agent's own CiliumNode, if it exists and parses.
+    #[must_use]
+    pub fn own_node(&self) -> Option<&CiliumNode> {
+        self.nodes.get(&self.node_name)
+    }
+}
+
+impl crate::ipam::selection::ObjectLookup for Snapshot {
+    fn pod(&self, namespace: &str, name: &str) -> Option<std::borrow::Cow<'_, Pod>> {
+        self.pods
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(std::borrow::Cow::Borrowed)
+    }
+
+    fn namespace(&self, name: &str) -> Option<std::borrow::Cow<'_, Namespace>> {
+        self.namespaces.get(name).map(std::borrow::Cow::Borrowed)
+    }
+}
+
+/// What the agent writes back to its own CiliumNode (see [`NodeIpamWrite`]).
+pub type NodeWrite = NodeIpamWrite;
+
+/// A source of snapshots that accepts write-backs of the own CiliumNode.
+pub trait Store {
+    /// Snapshots, newest first; the receiver sees every change after the first full read.
+    fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>>;
+
+    /// Record what the agent wants written; the store writes it debounced, only if it changes
+    /// the document, and keeps every field the agent does not own.
+    fn write_node(&self, write: NodeWrite);
+
+    /// Write a pending write-back now (shutdown, tests), bypassing the debounce.
+    fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store directory cannot be used.
+    #[error("store directory {path}: {source}; create it or pass another --store")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A document could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The document.
+        path: PathBuf,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A document does not parse; it is reported and never overwritten.
+    #[error("{path}: {reason}; fix the document (weft will not overwrite it)")]
+    Parse {
+        /// The document.
+        path: PathBuf,
+        /// What is wrong, with the offending field's path.
+        reason: String,
+    },
+    /// The own CiliumNode document does not exist yet.
+    #[error("CiliumNode {name} is not in the store ({path}); create it")]
+    NoNode {
+        /// The node name.
+        name: String,
+        /// Where it is expected.
+        path: PathBuf,
+    },
+    /// Watching the directory failed.
+    #[error("watching {path} for changes")]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// The inotify error.
+        #[source]
+        source: std::io::Error,
+    },
+}
