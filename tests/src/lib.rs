@@ -8,6 +8,7 @@
     reason = "a test harness: every helper panics with the reason instead of returning errors"
 )]
 
+pub mod agent;
 pub mod bench;
 pub mod frames;
 
@@ -167,6 +168,7 @@ impl Pod {
                 "1",
             ])
             .arg(dst.to_string())
+            .stdout(std::process::Stdio::null())
             .status()
             .unwrap_or_else(|e| panic!("cannot run ping: {e}"))
             .success()

@@ -13,7 +13,7 @@ use super::{
     crdalloc::{CrdAllocator, required_ips},
     hostscope::HostScopeAllocator,
     mode::{AllocatorKind, IpamMode},
-    multipool::{MultiPoolConfig, MultiPoolManager},
+    multipool::{MultiPoolConfig, MultiPoolError, MultiPoolManager},
     prealloc::{PreAllocError, parse_pre_allocation},
     selection::{ObjectLookup, PoolChoice, Rule, SelectionContext, pool_for_pod},
 };
@@ -337,11 +337,21 @@ impl IpamManager {
                 let alloc = slot.as_mut().ok_or_else(|| {
                     failed(format!("{} allocation disabled", family_word(family)))
                 })?;
-                let a = alloc.allocate_next(rng).map_err(failed)?;
+                let size = alloc.capacity();
+                let a = alloc
+                    .allocate_next(rng)
+                    .map_err(|e| exhausted(&default_pool, family, size, &e))?;
                 Ok(done(a.ip, a.pool, false))
             }
             Backend::Crd(crd) => {
-                let a = crd.allocate_next(owner, family, rng).map_err(failed)?;
+                let size = crd.capacity(family);
+                let a = crd.allocate_next(owner, family, rng).map_err(|e| match e {
+                    super::crdalloc::CrdError::Exhausted { .. }
+                    | super::crdalloc::CrdError::ExhaustedCrd { .. } => {
+                        exhausted("spec.ipam.pool", family, size as u128, &e)
+                    }
+                    other => failed(other),
+                })?;
                 Ok(done(a.ip, default_pool, false))
             }
             Backend::Multi(multi) => {
@@ -355,15 +365,19 @@ impl IpamManager {
                         .map(CiliumPodIPPool::skip_masquerade)
                         .ok_or_else(|| format!("IP pool '{pool}' not found in stateDB table"))
                 };
+                let pool_size = multi
+                    .usage(&choice.pool, family)
+                    .map_or(0, |u| u.used + u.free);
                 let a = multi
                     .allocate_next(owner, &choice.pool, family, &skip, rng, now)
-                    .map_err(|e| {
-                        let reason = e.to_string();
-                        if reason.contains("pool not (yet) available") {
-                            IpamError::NotReady { reason }
-                        } else {
-                            IpamError::Failed { reason }
+                    .map_err(|e| match e {
+                        MultiPoolError::PoolNotReady { .. } => IpamError::NotReady {
+                            reason: e.to_string(),
+                        },
+                        MultiPoolError::Exhausted => {
+                            exhausted(&choice.pool, family, u128::from(pool_size), &e)
                         }
+                        other => failed(other),
                     })?;
                 Ok(done(a.ip, a.pool, a.skip_masquerade))
             }
@@ -477,6 +491,13 @@ impl IpamManager {
             Backend::Multi(multi) => multi.status(),
             Backend::Delegated => "delegated to plugin".to_owned(),
         }
+    }
+}
+
+/// An exhaustion error naming the pool, the family and how many addresses it holds.
+fn exhausted(pool: &str, family: Family, size: u128, error: &dyn std::fmt::Display) -> IpamError {
+    IpamError::Failed {
+        reason: format!("pool {pool:?} ({family}, {size} addresses) is exhausted: {error}"),
     }
 }
 

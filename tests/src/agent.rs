@@ -1,0 +1,238 @@
+//! The real `weft-agent run` as a child process inside the calling thread's (node) network
+//! namespace, on a private store, state directory, socket and bpffs pin directory; and
+//! `weft-cni` invoked exactly as a container runtime invokes it (environment + stdin).
+
+use std::{
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use crate::{bin_path, unique};
+
+/// A running agent and its private directories (removed on drop, after killing it).
+#[derive(Debug)]
+pub struct Agent {
+    /// Store directory (documents).
+    pub store: PathBuf,
+    /// State directory (records, router addresses).
+    pub state: PathBuf,
+    /// bpffs pin directory.
+    pub pin_dir: PathBuf,
+    /// Socket path.
+    pub socket: PathBuf,
+    /// Queue of DELs made while the agent was down.
+    pub delete_queue: PathBuf,
+    /// Extra `run` flags (cilium-config keys).
+    pub flags: Vec<String>,
+    child: Option<Child>,
+    base: PathBuf,
+}
+
+/// The result of one `weft-cni` call.
+#[derive(Debug)]
+pub struct CniCall {
+    /// Exit code.
+    pub code: i32,
+    /// Parsed stdout (`Null` when empty).
+    pub stdout: Value,
+}
+
+impl Agent {
+    /// Directories for an agent whose store is a copy of `store_template`; not started yet.
+    #[must_use]
+    pub fn new(store_template: &Path, flags: &[&str]) -> Self {
+        let base = std::env::temp_dir().join(unique("weft-agent-"));
+        let store = base.join("store");
+        copy_dir(store_template, &store);
+        Self {
+            state: base.join("state"),
+            socket: base.join("state/weft.sock"),
+            delete_queue: base.join("state/delete-queue"),
+            pin_dir: Path::new("/sys/fs/bpf").join(unique("weft-test-")),
+            store,
+            flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            child: None,
+            base,
+        }
+    }
+
+    /// Start `weft-agent run` (in the calling thread's netns) and wait until its socket answers.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "agent already running");
+        let log = std::fs::File::create(self.base.join("agent.log")).expect("agent log");
+        let child = Command::new(bin_path("weft-agent"))
+            .arg("--pin-dir")
+            .arg(&self.pin_dir)
+            .arg("run")
+            .args(["--node-name", "node1"])
+            .arg("--store")
+            .arg(&self.store)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--delete-queue-dir")
+            .arg(&self.delete_queue)
+            .args(&self.flags)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn weft-agent");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "weft-agent exited ({status}) during start-up:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "weft-agent did not open its socket in 20 s:\n{}",
+            self.log()
+        );
+    }
+
+    /// SIGKILL the agent (no chance to flush anything) and reap it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM the agent and wait for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = child.wait();
+        }
+    }
+
+    /// The agent's log so far.
+    #[must_use]
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.base.join("agent.log")).unwrap_or_default()
+    }
+
+    /// The network configuration a runtime would pass.
+    #[must_use]
+    pub fn netconf(&self, version: &str) -> String {
+        json!({
+            "cniVersion": version, "name": "weft", "type": "weft-cni",
+            "agent-socket": self.socket, "delete-queue-dir": self.delete_queue,
+        })
+        .to_string()
+    }
+
+    /// Call `weft-cni` with `command` for container `id` in `netns` as pod `ns/name`.
+    #[must_use]
+    pub fn cni(&self, command: &str, id: &str, netns: &str, pod: (&str, &str)) -> CniCall {
+        let args = format!(
+            "IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME={}",
+            pod.0, pod.1
+        );
+        cni_call(
+            &[
+                ("CNI_COMMAND", command),
+                ("CNI_CONTAINERID", id),
+                ("CNI_NETNS", netns),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_ARGS", &args),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ],
+            &self.netconf("1.0.0"),
+        )
+    }
+
+    /// The own CiliumNode document as it is on disk now.
+    #[must_use]
+    pub fn node_doc(&self) -> Value {
+        let text = std::fs::read_to_string(self.store.join("ciliumnodes/node1.yaml"))
+            .expect("node document");
+        serde_norway::from_str(&text).expect("node document parses")
+    }
+
+    /// Write a store document (relative path), as a user or the API would.
+    pub fn put_doc(&self, rel: &str, text: &str) {
+        let path = self.store.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write document");
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!("--- weft-agent log ---\n{}", self.log());
+        }
+        let _ = std::fs::remove_dir_all(&self.base);
+        let _ = std::fs::remove_dir_all(&self.pin_dir);
+    }
+}
+
+/// Run `weft-cni` with exactly `env` and `stdin`.
+#[must_use]
+pub fn cni_call(env: &[(&str, &str)], stdin: &str) -> CniCall {
+    let mut child = Command::new(bin_path("weft-cni"))
+        .env_clear()
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn weft-cni");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin");
+    let out = child.wait_with_output().expect("weft-cni");
+    let text = String::from_utf8_lossy(&out.stdout);
+    CniCall {
+        code: out.status.code().unwrap_or(-1),
+        stdout: if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("weft-cni stdout is not JSON ({e}): {text}"))
+        },
+    }
+}
+
+/// The example store shipped in `examples/store`.
+#[must_use]
+pub fn example_store() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/store")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
