@@ -436,3 +436,35 @@ fn multi_pool_errors_are_ciliums() {
         agent.cni("ADD", "ctr-ok", &path, ("default", "ok")).code == 0
     });
 }
+
+#[test]
+fn an_add_interrupted_by_a_crash_is_undone_and_can_be_retried() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let mut agent = crd_store_agent(2); // router + 1 pod: a leaked address would exhaust it
+    // What a SIGKILL between "addresses recorded" and "ADD answered" leaves: an unfinished record.
+    let ns = NamedNetNs::new();
+    let path = ns.path().display().to_string();
+    let unfinished = serde_json::json!({
+        "container_id": "ctr-x", "ifname": "eth0", "netns": path, "owner": "default/x",
+        "host_ifname": "wft000000000000", "addrs": [{"ip": "10.210.0.10", "pool": "default"}, {"ip": "10.210.0.11", "pool": "default"}],
+        "result": null
+    });
+    std::fs::create_dir_all(agent.state.join("endpoints")).expect("state dir");
+    std::fs::write(
+        agent.state.join("endpoints/ctr-x_eth0.json"),
+        unfinished.to_string(),
+    )
+    .expect("record");
+    agent.start();
+    let retry = agent.cni("ADD", "ctr-x", &path, ("default", "x"));
+    assert_eq!(
+        retry.code, 0,
+        "the runtime's retry succeeds: {}",
+        retry.stdout
+    );
+    let records = std::fs::read_dir(agent.state.join("endpoints"))
+        .expect("records")
+        .count();
+    assert_eq!(records, 1, "one finished record");
+}

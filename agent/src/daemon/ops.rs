@@ -42,11 +42,25 @@ impl Daemon {
     pub(super) async fn add(&self, pod: &PodRequest) -> Response {
         let v = pod.cni_version.as_str();
         match self.records.get(&pod.container_id, &pod.ifname) {
-            Ok(Some(record)) => {
+            Ok(Some(EndpointRecord {
+                result: Some(mut result),
+                ..
+            })) => {
                 // Idempotent: the same attachment gets the same answer.
-                let mut result = record.result;
                 v.clone_into(&mut result.cni_version);
                 return Response::Added(result);
+            }
+            Ok(Some(unfinished)) => {
+                // An earlier ADD died half-way (agent killed): undo it, then start afresh.
+                let mut state = self.state.lock().await;
+                if let Err(e) = self.forget(&mut state, &unfinished).await {
+                    return error(
+                        v,
+                        code::DATAPATH_FAILED,
+                        "cleaning up an interrupted ADD failed",
+                        e,
+                    );
+                }
             }
             Ok(None) => {}
             Err(e) => {
@@ -158,16 +172,7 @@ impl Daemon {
             flags,
             mtu: pod.mtu,
         };
-        let iface = state.datapath.add_pod(&spec).await.map_err(|e| {
-            error(
-                v,
-                code::DATAPATH_FAILED,
-                format!("wiring {} into the datapath failed", pod.ifname),
-                crate::daemon::chain(&e),
-            )
-        })?;
-        let result = build_result(v, pod, &iface, allocated, &state.router);
-        let record = EndpointRecord {
+        let mut record = EndpointRecord {
             container_id: pod.container_id.clone(),
             ifname: pod.ifname.clone(),
             netns: pod.netns.clone(),
@@ -181,8 +186,36 @@ impl Daemon {
                     skip_masquerade: a.skip_masquerade,
                 })
                 .collect(),
-            result: result.clone(),
+            result: None,
         };
+        if let Err(e) = self.records.put(&record) {
+            return Err(error(
+                v,
+                code::IO_FAILURE,
+                "cannot write the endpoint record",
+                e.to_string(),
+            ));
+        }
+        // A veth left by an earlier, interrupted attempt (no record of it survived) goes first.
+        if let Err(e) = state
+            .datapath
+            .remove_pod(&pod.container_id, &pod.ifname)
+            .await
+        {
+            warn!(error = %crate::daemon::chain(&e), "removing a stale interface");
+        }
+        let wired = state.datapath.add_pod(&spec).await;
+        let iface = wired.map_err(|e| {
+            let _ = self.records.remove(&pod.container_id, &pod.ifname);
+            error(
+                v,
+                code::DATAPATH_FAILED,
+                format!("wiring {} into the datapath failed", pod.ifname),
+                crate::daemon::chain(&e),
+            )
+        })?;
+        let result = build_result(v, pod, &iface, allocated, &state.router);
+        record.result = Some(result.clone());
         if let Err(e) = self.records.put(&record) {
             if let Err(undo) = state
                 .datapath
@@ -199,6 +232,22 @@ impl Daemon {
             ));
         }
         Ok(result)
+    }
+
+    /// Unwire an attachment, release its addresses and drop its record.
+    async fn forget(&self, state: &mut State, record: &EndpointRecord) -> Result<(), String> {
+        state
+            .datapath
+            .remove_pod(&record.container_id, &record.ifname)
+            .await
+            .map_err(|e| crate::daemon::chain(&e))?;
+        for a in &record.addrs {
+            state.ipam.release(a.ip, &a.pool);
+        }
+        self.records
+            .remove(&record.container_id, &record.ifname)
+            .map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     pub(super) async fn del(&self, pod: &PodRequest) -> Response {

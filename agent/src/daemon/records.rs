@@ -1,5 +1,6 @@
 //! Endpoint records: one JSON file per CNI attachment under `<state-dir>/endpoints/`, written
-//! atomically before ADD answers and removed after DEL finished. They are how a restarted agent
+//! atomically twice per ADD (the addresses before wiring starts, the result once it is done)
+//! and removed after DEL finished. They are how a restarted agent
 //! knows which addresses are in use (so none is handed out twice) and how a repeated ADD gets
 //! the same answer.
 
@@ -41,8 +42,9 @@ pub struct EndpointRecord {
     pub host_ifname: String,
     /// Addresses with their pools.
     pub addrs: Vec<RecordAddr>,
-    /// The ADD result, replayed for a repeated ADD.
-    pub result: CniResult,
+    /// The ADD result, replayed for a repeated ADD. `None`: the ADD was still in progress
+    /// (written before wiring, so an agent killed half-way knows what to undo).
+    pub result: Option<CniResult>,
 }
 
 /// The records directory.

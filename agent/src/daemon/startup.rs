@@ -85,8 +85,10 @@ async fn unrestored(
     }
     let mut out = Vec::new();
     for record in all {
-        if !record.netns.exists() {
-            info!(container = %record.container_id, "pod vanished while the agent was down; cleaning up");
+        if !record.netns.exists() || record.result.is_none() {
+            // The pod vanished while the agent was down, or its ADD was interrupted (the runtime
+            // retries it): unwire; the addresses were never restored, so they are simply free.
+            info!(container = %record.container_id, finished = record.result.is_some(), "cleaning up a gone or unfinished attachment");
             if let Err(error) = state
                 .datapath
                 .remove_pod(&record.container_id, &record.ifname)
