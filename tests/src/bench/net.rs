@@ -1,13 +1,11 @@
-//! Pod-to-pod network benchmark: TCP and UDP round-trip latency (`qperf tcp_lat udp_lat`)
-//! and single-stream TCP throughput (`iperf3`) between two pods on one node, for three
-//! setups: a bare veth pair between the two namespaces (the floor nothing same-host can
-//! beat), Debian's reference `bridge` CNI plugin, and weft (eBPF `bpf_redirect_peer`). Each
-//! setup is built once, in its own private node namespace on its own thread, with pods in
-//! named namespaces; then every test runs on every setup in each of a few rounds (rotating
-//! which setup goes first), and the table shows medians across rounds with their min-max.
-//! The root network namespace is never touched, and every namespace, server process, CNI
-//! attachment and IPAM directory is removed on the way out, on error and on panic too
-//! (RAII guards). Prints numbers and ratios; asserts nothing about them.
+//! Pod-to-pod network benchmark: TCP and UDP round-trip latency (`qperf tcp_lat udp_lat`) and
+//! single-stream TCP throughput (`iperf3`) between two pods on one node, for a bare veth pair
+//! (the floor nothing same-host can beat), Debian's reference `bridge` CNI plugin and weft
+//! (eBPF `bpf_redirect_peer`). Each setup is built once, in its own private node namespace on
+//! its own thread, with pods in named namespaces; each round then runs every test on every
+//! setup (rotating which goes first), and the table shows medians across rounds and min-max.
+//! The root network namespace is never touched; every namespace, server process, CNI
+//! attachment and IPAM directory is removed on the way out, on error and panic too (RAII).
 
 use std::{
     fs,
@@ -20,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
 use crate::{NamedNetNs, Node, ThreadNetNs, unique};
@@ -43,10 +41,8 @@ pub struct NetOptions {
 
 impl Default for NetOptions {
     fn default() -> Self {
-        Self {
-            seconds: 3,
-            rounds: 3,
-        }
+        let (seconds, rounds) = (3, 3);
+        Self { seconds, rounds }
     }
 }
 
@@ -59,7 +55,7 @@ impl Default for NetOptions {
 pub fn run(opts: &NetOptions) -> Result<()> {
     preflight()?;
     let (seconds, rounds) = (opts.seconds.max(1), opts.rounds.max(1));
-    // On an early return these are dropped: each stops its servers and tears down.
+    // On an early return these are dropped: each thread kills its servers, tears down.
     let setups = [
         Setup::start(SETUPS[0], veth_floor)?,
         Setup::start(SETUPS[1], bridge_cni)?,
@@ -70,20 +66,15 @@ pub fn run(opts: &NetOptions) -> Result<()> {
     let mut samples: [[Vec<f64>; 3]; 3] = Default::default();
     for (round, first) in (1..=rounds).zip((0..SETUPS.len()).cycle()) {
         eprintln!("bench net: round {round}/{rounds}, {} first", SETUPS[first]);
-        let order = [0, 1, 2].map(|k| (first + k) % SETUPS.len());
-        // One tool at a time across the setups, so that they all see the same conditions.
-        for s in order {
-            let [tcp, udp] = setups[s].qperf(&t)?;
-            samples[s][0].push(tcp);
-            samples[s][1].push(udp);
-        }
-        for s in order {
-            samples[s][2].push(setups[s].iperf(&t)?);
+        for s in [0, 1, 2].map(|k| (first + k) % SETUPS.len()) {
+            let values = setups[s].measure(&t).context(SETUPS[s])?;
+            for (m, value) in values.into_iter().enumerate() {
+                samples[s][m].push(value);
+            }
         }
     }
     let [floor, bridge, weft] = setups.map(|mut setup| setup.stop());
     let redirects = (floor?, bridge?, weft?).2;
-
     println!("pod-to-pod (same node), {rounds} rounds x {seconds} s per test, medians (min-max)");
     let header = SETUPS.map(|name| format!("{name:<21}")).concat();
     println!("{:<19}{header}{:<12}weft/bridge", "metric", "weft/floor");
@@ -93,9 +84,7 @@ pub fn run(opts: &NetOptions) -> Result<()> {
         let (cells, vs_floor) = ([f, b, w].map(cell).concat(), format!("{:.2}x", w.0 / f.0));
         println!("{name:<19}{cells}{vs_floor:<12}{:.2}x", w.0 / b.0);
     }
-    println!(
-        "ratios are weft / baseline medians: for latency lower is better, for throughput higher"
-    );
+    println!("ratios: weft / baseline medians; for latency lower is better, for throughput higher");
     println!("weft redirect_local counter: +{redirects} packets over the weft runs");
     Ok(())
 }
@@ -132,10 +121,14 @@ struct Pods {
     ip: Ipv4Addr,
 }
 
-/// What a setup thread runs: build the setup, call `serve(client, server, server IP)`, which
-/// returns when the measurements are over, tear down; returns a counter delta, or 0.
-type Build = fn(serve: &Serve) -> Result<u64>;
-type Serve = dyn Fn(&NamedNetNs, &NamedNetNs, Ipv4Addr) -> Result<()>;
+fn pods(client: &NamedNetNs, server: &NamedNetNs, ip: Ipv4Addr) -> Pods {
+    let (client, server) = (client.name.clone(), server.name.clone());
+    Pods { client, server, ip }
+}
+
+/// What a setup thread runs: build the setup, hand its pods to `serve` (which returns when
+/// the measurements are over), tear down; returns a counter delta for the report, or 0.
+type Build = fn(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64>;
 
 /// One setup, built and held by its own thread. Dropping it (or [`Setup::stop`]) tells the
 /// thread to tear the setup down and waits until it has.
@@ -155,7 +148,7 @@ impl Setup {
         let (done, wait) = mpsc::channel();
         let thread = thread::Builder::new()
             .name(format!("bench {name}"))
-            .spawn(move || build(&move |c, s, ip| serve(c, s, ip, &ready, &wait)))
+            .spawn(move || build(&|pods| serve(pods, &ready, &wait)))
             .with_context(|| format!("spawn the {name} thread"))?;
         let Ok(pods) = pods.recv() else {
             // The thread ended without handing its pods over: report why.
@@ -166,63 +159,40 @@ impl Setup {
         Ok(Self { name, pods, owner })
     }
 
-    /// `[tcp_lat, udp_lat]` in µs, each measured for `t` seconds.
-    fn qperf(&self, t: &str) -> Result<[f64; 2]> {
+    /// `[tcp_lat (µs), udp_lat (µs), TCP stream (Gbit/s)]`, each test `t` seconds long.
+    fn measure(&self, t: &str) -> Result<[f64; 3]> {
         let (client, ip) = (&self.pods.client, self.pods.ip.to_string());
         let out = checked(in_netns(client, "qperf").args(["-t", t, &ip, "tcp_lat", "udp_lat"]))?;
         let text = String::from_utf8_lossy(&out.stdout);
-        parse_qperf(&text).with_context(|| format!("qperf said:\n{text}"))
-    }
-
-    /// Single-stream TCP throughput over `t` seconds, in Gbit/s.
-    fn iperf(&self, t: &str) -> Result<f64> {
-        let (client, ip) = (&self.pods.client, self.pods.ip.to_string());
+        let [tcp, udp] = parse_qperf(&text).with_context(|| format!("qperf said:\n{text}"))?;
         let out = checked(in_netns(client, "iperf3").args(["-c", &ip, "-t", t, "-J"]))?;
         let report: Value = serde_json::from_slice(&out.stdout).context("iperf3 -J: no JSON")?;
         let bps = report["end"]["sum_received"]["bits_per_second"].as_f64();
-        Ok(bps.with_context(|| format!("no end.sum_received.bits_per_second in {report}"))? / 1e9)
+        let bps = bps.with_context(|| format!("no end.sum_received.bits_per_second: {report}"))?;
+        Ok([tcp, udp, bps / 1e9])
     }
 
     /// Tell the thread to tear the setup down, and wait for it; what the thread returned.
     fn stop(&mut self) -> Result<u64> {
-        let Some((done, thread)) = self.owner.take() else {
-            return Ok(0);
-        };
+        let (done, thread) = self.owner.take().unzip();
         drop(done);
-        join(self.name, thread)
+        thread.map_or(Ok(0), |thread| join(self.name, thread))
     }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        if let Err(e) = self.stop() {
-            eprintln!("bench net: {e:#}");
-        }
+        // Once serving, a setup thread can only fail by panicking: already on stderr.
+        let _ = self.stop();
     }
 }
 
-/// On a setup thread: check that the pods are wired, start the servers in the server pod,
-/// hand the pods over on `ready` and hold on until `done` (a message, or its sender dropped).
-fn serve(
-    client: &NamedNetNs,
-    server: &NamedNetNs,
-    ip: Ipv4Addr,
-    ready: &Sender<Pods>,
-    done: &Receiver<()>,
-) -> Result<()> {
-    let name = |netns: &NamedNetNs| netns.name.clone();
-    let pods = Pods {
-        client: name(client),
-        server: name(server),
-        ip,
-    };
-    let ip = ip.to_string();
-    checked(
-        client
-            .command("ping")
-            .args(["-nq", "-c3", "-i0.1", "-W1", &ip]),
-    )
-    .with_context(|| format!("{} cannot ping {ip}: the setup is not wired", pods.client))?;
+/// On a setup thread: check that `pods` are wired, start the servers in the server pod, hand
+/// the pods over on `ready` and hold on until `done` (a message, or its sender dropped).
+fn serve(pods: Pods, ready: &Sender<Pods>, done: &Receiver<()>) -> Result<()> {
+    let (ip, client) = (pods.ip.to_string(), pods.client.clone());
+    checked(in_netns(&client, "ping").args(["-nq", "-c3", "-i0.1", "-W1", &ip]))
+        .with_context(|| format!("{client} cannot ping {ip}: the setup is not wired"))?;
     let _qperf = Server::start(&pods.server, "qperf", &[], QPERF_PORT)?;
     let _iperf = Server::start(&pods.server, "iperf3", &["-s"], IPERF_PORT)?;
     if ready.send(pods).is_ok() {
@@ -233,18 +203,17 @@ fn serve(
 
 /// Wait for a setup thread; its result, or an error if it panicked.
 fn join(name: &str, thread: JoinHandle<Result<u64>>) -> Result<u64> {
-    // The panic message itself is already on stderr (default hook).
-    let result = thread
-        .join()
-        .map_err(|_| anyhow!("{name} setup panicked (see above)"))?;
-    result.with_context(|| format!("{name} setup"))
+    match thread.join() {
+        Ok(result) => result.with_context(|| format!("{name} setup")),
+        // The panic message itself is already on stderr (default hook).
+        Err(_) => bail!("{name} setup panicked (see above)"),
+    }
 }
 
 /// Two namespaces joined by one veth pair, 10.79.0.1/24 and 10.79.0.2/24.
-fn veth_floor(serve: &Serve) -> Result<u64> {
+fn veth_floor(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let _node = ThreadNetNs::new();
-    let client = NamedNetNs::new();
-    let server = NamedNetNs::new();
+    let (client, server) = (NamedNetNs::new(), NamedNetNs::new());
     let (c, s) = (client.name.as_str(), server.name.as_str());
     checked(Command::new("ip").args([
         "link", "add", "eth0", "netns", c, "type", "veth", "peer", "name", "eth0", "netns", s,
@@ -253,30 +222,29 @@ fn veth_floor(serve: &Serve) -> Result<u64> {
         checked(Command::new("ip").args(["-n", ns, "addr", "add", addr, "dev", "eth0"]))?;
         checked(Command::new("ip").args(["-n", ns, "link", "set", "eth0", "up"]))?;
     }
-    serve(&client, &server, Ipv4Addr::new(10, 79, 0, 2))?;
+    serve(pods(&client, &server, Ipv4Addr::new(10, 79, 0, 2)))?;
     Ok(0)
 }
 
 /// Two pods attached by `/usr/lib/cni/bridge` with host-local IPAM, as a runtime would.
-fn bridge_cni(serve: &Serve) -> Result<u64> {
+fn bridge_cni(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let _node = ThreadNetNs::new();
-    let client = NamedNetNs::new();
-    let server = NamedNetNs::new();
+    let (client, server) = (NamedNetNs::new(), NamedNetNs::new());
     // Declared after the namespaces so that its DELs run while they still exist.
     let mut net = BridgeNet::new()?;
     net.add(&client)?;
     let server_ip = net.add(&server)?;
-    serve(&client, &server, server_ip)?;
+    serve(pods(&client, &server, server_ip))?;
     Ok(0)
 }
 
 /// Two pods wired by the weft datapath; returns the `redirect_local` delta while served.
-fn weft(serve: &Serve) -> Result<u64> {
+fn weft(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let mut node = Node::new();
     let client = node.add_pod(1);
     let server = node.add_pod(2);
     let before = node.counters().get("redirect_local").copied().unwrap_or(0);
-    serve(&client.netns, &server.netns, server.v4)?;
+    serve(pods(&client.netns, &server.netns, server.v4))?;
     let after = node.counters().get("redirect_local").copied().unwrap_or(0);
     Ok(after.saturating_sub(before))
 }
