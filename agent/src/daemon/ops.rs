@@ -1,6 +1,8 @@
 //! The CNI operations as the agent performs them. ADD: a repeated ADD gets the recorded
-//! answer; otherwise allocate (IPAM), wire (datapath), record, answer — and on any failure undo
-//! every step already made. DEL: unwire, release, forget; idempotent. CHECK, STATUS, GC.
+//! answer (unless its sandbox is gone: then the stale attachment is undone first); otherwise
+//! allocate (IPAM), wire (datapath), record, answer — and on any failure undo every step
+//! already made. DEL: unwire, release, forget; idempotent, also after the sandbox is gone.
+//! CHECK, STATUS, GC.
 
 use std::{net::IpAddr, sync::Arc, time::Instant};
 
@@ -17,8 +19,11 @@ use crate::{
         proto::{PodRequest, Response},
         types::{Attachment, CniError, CniResult, Interface, IpConfig, Route, code},
     },
-    datapath::{PodSpec, endpoints::format_mac, host_ifname, netlink::PodIface},
+    datapath::{
+        Datapath, DatapathError, PodSpec, endpoints::format_mac, host_ifname, netlink::PodIface,
+    },
     ipam::manager::{Allocated, IpamError},
+    store::Snapshot,
 };
 
 fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
@@ -44,20 +49,24 @@ impl Daemon {
         match self.records.get(&pod.container_id, &pod.ifname) {
             Ok(Some(EndpointRecord {
                 result: Some(mut result),
+                netns,
+                host_ifname,
                 ..
-            })) => {
+            })) if netns == pod.netns && link_alive(&host_ifname).await => {
                 // Idempotent: the same attachment gets the same answer.
                 v.clone_into(&mut result.cni_version);
                 return Response::Added(result);
             }
-            Ok(Some(unfinished)) => {
-                // An earlier ADD died half-way (agent killed): undo it, then start afresh.
+            Ok(Some(stale)) => {
+                // An earlier ADD died half-way (agent killed), or the sandbox it wired is gone
+                // without a DEL (containerd's `ctr run -d` never sends one) and the same
+                // container id comes back in a new one: undo it, then start afresh.
                 let mut state = self.state.lock().await;
-                if let Err(e) = self.forget(&mut state, &unfinished).await {
+                if let Err(e) = self.forget(&mut state, &stale).await {
                     return error(
                         v,
                         code::DATAPATH_FAILED,
-                        "cleaning up an interrupted ADD failed",
+                        "cleaning up an interrupted or stale ADD failed",
                         e,
                     );
                 }
@@ -90,7 +99,17 @@ impl Daemon {
         }
         let snapshot = Arc::clone(&state.snapshot);
         let pools: Vec<_> = snapshot.pools.values().cloned().collect();
-        let owner = pod.owner();
+        let owner = match owner_of(pod, &snapshot) {
+            Ok(owner) => owner,
+            Err(details) => {
+                return error(
+                    v,
+                    code::IPAM_FAILED,
+                    format!("container id {} names more than one pod", pod.container_id),
+                    details,
+                );
+            }
+        };
         let st = &mut *state;
         let allocated = match st.ipam.allocate(
             &owner,
@@ -241,6 +260,8 @@ impl Daemon {
             .remove_pod(&record.container_id, &record.ifname)
             .await
             .map_err(|e| crate::daemon::chain(&e))?;
+        purge_endpoints(&mut state.datapath, &record.addrs)
+            .map_err(|e| crate::daemon::chain(&e))?;
         for a in &record.addrs {
             state.ipam.release(a.ip, &a.pool);
         }
@@ -277,6 +298,14 @@ impl Daemon {
             );
         }
         if let Some(record) = record {
+            if let Err(e) = purge_endpoints(&mut state.datapath, &record.addrs) {
+                return error(
+                    v,
+                    code::DATAPATH_FAILED,
+                    "removing the pod's endpoints failed",
+                    crate::daemon::chain(&e),
+                );
+            }
             for a in &record.addrs {
                 state.ipam.release(a.ip, &a.pool);
             }
@@ -417,6 +446,69 @@ impl Daemon {
     }
 }
 
+/// The IPAM owner of `pod`: `namespace/name` from `CNI_ARGS`. Without them (containerd's
+/// `ctr run --cni` passes none) the Pod whose `<namespace>-<name>` equals the container id,
+/// which is what `ctr -n <namespace> run --cni IMAGE <name>` produces; else the container id.
+///
+/// # Errors
+/// More than one Pod matches (`a-b/c` and `a/b-c` for `a-b-c`): the text names them.
+fn owner_of(pod: &PodRequest, snapshot: &Snapshot) -> Result<String, String> {
+    if !pod.pod_namespace.is_empty() && !pod.pod_name.is_empty() {
+        return Ok(pod.owner());
+    }
+    let pods = pods_named_by(&pod.container_id, snapshot.pods.keys());
+    match pods.as_slice() {
+        [] => Ok(pod.owner()),
+        [one] => Ok(one.clone()),
+        many => Err(format!(
+            "pods {} all match <namespace>-<name>; pass K8S_POD_NAMESPACE and K8S_POD_NAME in \
+             CNI_ARGS, or rename one",
+            many.join(", ")
+        )),
+    }
+}
+
+/// `namespace/name` of every pod whose `<namespace>-<name>` is `container_id`.
+fn pods_named_by<'a>(
+    container_id: &str,
+    pods: impl IntoIterator<Item = &'a (String, String)>,
+) -> Vec<String> {
+    pods.into_iter()
+        .filter(|(ns, name)| {
+            container_id
+                .strip_prefix(ns.as_str())
+                .and_then(|rest| rest.strip_prefix('-'))
+                == Some(name.as_str())
+        })
+        .map(|(ns, name)| format!("{ns}/{name}"))
+        .collect()
+}
+
+/// Whether host interface `name` exists; only a definite "no such link" counts as gone.
+async fn link_alive(name: &str) -> bool {
+    !matches!(crate::datapath::netlink::link_index(name).await, Ok(None))
+}
+
+/// Remove the endpoint entries of `addrs`, and the interface entries they point at, that
+/// `remove_pod` left behind. When the sandbox died before the DEL its veth died with it, and
+/// `remove_pod` cannot tell which entries were its; containerd deletes the task, and with it
+/// the network namespace, before it calls DEL, so that is its normal case.
+fn purge_endpoints(datapath: &mut Datapath, addrs: &[RecordAddr]) -> Result<(), DatapathError> {
+    let (ours, others): (Vec<_>, Vec<_>) = datapath
+        .list_endpoints()?
+        .into_iter()
+        .partition(|row| addrs.iter().any(|a| a.ip == row.ip));
+    for row in &ours {
+        datapath.remove_endpoint(row.ip)?;
+    }
+    for row in &ours {
+        if !others.iter().any(|other| other.ifindex == row.ifindex) {
+            datapath.remove_iface(row.ifindex)?;
+        }
+    }
+    Ok(())
+}
+
 fn build_result(
     version: &str,
     pod: &PodRequest,
@@ -468,5 +560,28 @@ fn build_result(
         ips,
         routes: default_routes,
         dns: serde_json::json!({}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pods_named_by;
+
+    #[test]
+    fn container_ids_name_pods_as_namespace_dash_name() {
+        let pods: Vec<(String, String)> = [
+            ("mars", "rover"),
+            ("default", "web"),
+            ("kube-system", "dns"),
+        ]
+        .map(|(ns, name)| (ns.to_owned(), name.to_owned()))
+        .into();
+        assert_eq!(pods_named_by("mars-rover", &pods), ["mars/rover"]);
+        assert_eq!(pods_named_by("kube-system-dns", &pods), ["kube-system/dns"]);
+        assert!(pods_named_by("mars-rove", &pods).is_empty());
+        assert!(pods_named_by("marsrover", &pods).is_empty());
+        assert!(pods_named_by("0123abcd", &pods).is_empty());
+        let twins = [("a-b", "c"), ("a", "b-c")].map(|(ns, name)| (ns.to_owned(), name.to_owned()));
+        assert_eq!(pods_named_by("a-b-c", &twins).len(), 2);
     }
 }

@@ -101,6 +101,9 @@ pub struct IpamManager {
     backend: Backend,
     node_seen: bool,
     min_required: usize,
+    /// Readiness was reached once: from then on shortages are allocation errors (and demand
+    /// for the operator), not "not ready" (Cilium waits for pools only at start-up).
+    started: bool,
 }
 
 impl IpamManager {
@@ -130,6 +133,7 @@ impl IpamManager {
             backend,
             node_seen: false,
             min_required: 1,
+            started: false,
         })
     }
 
@@ -291,7 +295,10 @@ impl IpamManager {
         rng: &mut dyn Random,
         now: Instant,
     ) -> Result<Vec<Allocated>, IpamError> {
-        self.ready()?;
+        if !self.started {
+            self.ready()?;
+            self.started = true;
+        }
         let mut done: Vec<Allocated> = Vec::new();
         for family in self.families() {
             match self.allocate_family(owner, family, objects, pools, rng, now) {
@@ -507,3 +514,6 @@ const fn family_word(family: Family) -> &'static str {
         Family::V6 => "IPv6",
     }
 }
+
+#[cfg(test)]
+mod tests;
