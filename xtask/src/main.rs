@@ -35,7 +35,8 @@ enum Command {
     ///
     /// Must run as root: the datapath tests load eBPF and create network namespaces.
     Test(test::TestArgs),
-    /// Run setup, build the release agent and wire up three demo pods that ping each other.
+    /// Run setup, build the release agent, start it on `examples/store/` and add three pods
+    /// through `weft-cni` as a container runtime would; they ping each other.
     ///
     /// Must run as root. Every command is echoed before it runs.
     Demo(demo::DemoArgs),
