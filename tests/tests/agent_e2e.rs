@@ -196,10 +196,12 @@ fn twenty_pods_in_two_pools_survive_an_agent_sigkill() {
 fn crd_store_agent(addresses: u8) -> Agent {
     let mut pool = String::new();
     for i in 0..addresses {
-        pool.push_str(&format!(
+        use std::fmt::Write as _;
+        let _ = write!(
+            pool,
             "      10.210.0.{}:\n        resource: eni-1\n",
             10 + i
-        ));
+        );
     }
     let node = format!(
         "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\n  labels: {{team: blue}}\nspec:\n  ipam:\n    pool:\n{pool}    min-allocate: 1\nstatus:\n  operator-notes: kept\n"
@@ -285,6 +287,10 @@ fn crd_mode_status_used_equals_the_live_pods_after_a_restart() {
 }
 
 #[test]
+#[expect(
+    clippy::many_single_char_names,
+    reason = "pods a, b, c, d of the scenario"
+)]
 fn cni_contract_against_a_live_agent() {
     require_root();
     let _node = ThreadNetNs::new();
@@ -375,10 +381,7 @@ fn cni_contract_against_a_live_agent() {
         "the replayed DEL freed c's address, the only free one"
     );
     assert!(
-        std::fs::read_dir(&agent.delete_queue)
-            .map(|d| d.count())
-            .unwrap_or(0)
-            == 0,
+        std::fs::read_dir(&agent.delete_queue).map_or(0, Iterator::count) == 0,
         "queue drained"
     );
 }

@@ -57,12 +57,12 @@ impl Daemon {
                 v.clone_into(&mut result.cni_version);
                 return Response::Added(result);
             }
-            Ok(Some(stale)) => {
+            Ok(Some(earlier)) => {
                 // An earlier ADD died half-way (agent killed), or the sandbox it wired is gone
                 // without a DEL (containerd's `ctr run -d` never sends one) and the same
                 // container id comes back in a new one: undo it, then start afresh.
                 let mut state = self.state.lock().await;
-                if let Err(e) = self.forget(&mut state, &stale).await {
+                if let Err(e) = self.forget(&mut state, &earlier).await {
                     return error(
                         v,
                         code::DATAPATH_FAILED,
@@ -101,14 +101,7 @@ impl Daemon {
         let pools: Vec<_> = snapshot.pools.values().cloned().collect();
         let owner = match owner_of(pod, &snapshot) {
             Ok(owner) => owner,
-            Err(details) => {
-                return error(
-                    v,
-                    code::IPAM_FAILED,
-                    format!("container id {} names more than one pod", pod.container_id),
-                    details,
-                );
-            }
+            Err(e) => return Response::Error(e),
         };
         let st = &mut *state;
         let allocated = match st.ipam.allocate(
@@ -451,8 +444,8 @@ impl Daemon {
 /// which is what `ctr -n <namespace> run --cni IMAGE <name>` produces; else the container id.
 ///
 /// # Errors
-/// More than one Pod matches (`a-b/c` and `a/b-c` for `a-b-c`): the text names them.
-fn owner_of(pod: &PodRequest, snapshot: &Snapshot) -> Result<String, String> {
+/// More than one Pod matches (`a-b/c` and `a/b-c` for `a-b-c`): the error names them.
+fn owner_of(pod: &PodRequest, snapshot: &Snapshot) -> Result<String, CniError> {
     if !pod.pod_namespace.is_empty() && !pod.pod_name.is_empty() {
         return Ok(pod.owner());
     }
@@ -460,10 +453,15 @@ fn owner_of(pod: &PodRequest, snapshot: &Snapshot) -> Result<String, String> {
     match pods.as_slice() {
         [] => Ok(pod.owner()),
         [one] => Ok(one.clone()),
-        many => Err(format!(
-            "pods {} all match <namespace>-<name>; pass K8S_POD_NAMESPACE and K8S_POD_NAME in \
-             CNI_ARGS, or rename one",
-            many.join(", ")
+        many => Err(CniError::new(
+            &pod.cni_version,
+            code::IPAM_FAILED,
+            format!("container id {} names more than one pod", pod.container_id),
+            format!(
+                "pods {} all match <namespace>-<name>; pass K8S_POD_NAMESPACE and K8S_POD_NAME \
+                 in CNI_ARGS, or rename one",
+                many.join(", ")
+            ),
         )),
     }
 }

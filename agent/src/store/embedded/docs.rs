@@ -176,6 +176,62 @@ pub fn decode<T: DeserializeOwned>(path: &Path, value: Value) -> Result<T, Store
     })
 }
 
+/// Strings that YAML 1.1 readers (Kubernetes' `sigs.k8s.io/yaml`, PyYAML) take for booleans or
+/// null; the YAML 1.2 emitter writes them plain, so they are quoted here.
+const YAML11_AMBIGUOUS: [&str; 26] = [
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false",
+    "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL", "~",
+];
+
+/// YAML text of `value` in which every string a YAML 1.1 reader would misread is quoted.
+fn yaml_text(value: &Value) -> Result<String, serde_norway::Error> {
+    // Swap the ambiguous strings (values and keys) for unique plain placeholders, emit, then
+    // put them back single-quoted: a quoted scalar is valid wherever a plain one is.
+    let mut quoted = Vec::new();
+    let masked = mask(value, &mut quoted);
+    let mut text = serde_norway::to_string(&masked)?;
+    for (i, original) in quoted.iter().enumerate().rev() {
+        text = text.replace(
+            &placeholder(i),
+            &format!("'{}'", original.replace('\'', "''")),
+        );
+    }
+    Ok(text)
+}
+
+fn placeholder(i: usize) -> String {
+    format!("weft-yaml11-quoted-{i:06}")
+}
+
+fn mask(value: &Value, quoted: &mut Vec<String>) -> Value {
+    let mut swap = |s: &str| {
+        if YAML11_AMBIGUOUS.contains(&s) {
+            quoted.push(s.to_owned());
+            placeholder(quoted.len() - 1)
+        } else {
+            s.to_owned()
+        }
+    };
+    match value {
+        Value::String(s) => Value::String(swap(s)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| mask(v, quoted)).collect()),
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                let key = if YAML11_AMBIGUOUS.contains(&k.as_str()) {
+                    quoted.push(k.clone());
+                    placeholder(quoted.len() - 1)
+                } else {
+                    k.clone()
+                };
+                out.insert(key, mask(v, quoted));
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
 /// Serialize `value` in the format of `path` and replace the file atomically.
 ///
 /// # Errors
@@ -188,11 +244,15 @@ pub fn write_atomic(path: &Path, value: &Value) -> Result<(), StoreError> {
     let mut text = if is_json(path) {
         serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?
     } else {
-        serde_norway::to_string(value).map_err(|e| io(std::io::Error::other(e)))?
+        yaml_text(value).map_err(|e| io(std::io::Error::other(e)))?
     };
     if !text.ends_with('\n') {
         text.push('\n');
     }
+    // Write through a symlink to its target, and keep the document's permissions.
+    let resolved = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = resolved.as_path();
+    let mode = fs::metadata(path).ok().map(|m| m.permissions());
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let file_name = path
         .file_name()
@@ -201,6 +261,9 @@ pub fn write_atomic(path: &Path, value: &Value) -> Result<(), StoreError> {
     let tmp = dir.join(format!(".{file_name}.weft-tmp"));
     let result = (|| {
         let mut file = fs::File::create(&tmp)?;
+        if let Some(mode) = mode.clone() {
+            file.set_permissions(mode)?;
+        }
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;

@@ -44,6 +44,8 @@ struct Inner {
     node_name: String,
     snapshots: watch::Sender<Arc<Snapshot>>,
     pending: Mutex<Option<NodeWrite>>,
+    /// Held for a whole write-back, so the writer task and `flush` never interleave.
+    writing: Mutex<()>,
     wake: Notify,
     debounce: Duration,
 }
@@ -71,6 +73,7 @@ impl EmbeddedStore {
             node_name: node_name.to_owned(),
             snapshots,
             pending: Mutex::new(None),
+            writing: Mutex::new(()),
             wake: Notify::new(),
             debounce,
         });
@@ -299,6 +302,10 @@ async fn write_loop(inner: Arc<Inner>) {
 
 /// Write the pending write-back to the own CiliumNode document, if it changes it.
 fn write_pending(inner: &Inner) -> Result<(), StoreError> {
+    let _writing = inner
+        .writing
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let pending = inner
         .pending
         .lock()

@@ -45,7 +45,7 @@ fn set(doc: &mut Value, path: &[&str], value: Value) {
         *doc = Value::Object(Map::new());
     }
     if is_empty(&value) {
-        remove(doc, parents, last);
+        remove(doc, parents, last, true);
         return;
     }
     let mut cur = doc;
@@ -61,7 +61,9 @@ fn set(doc: &mut Value, path: &[&str], value: Value) {
     }
 }
 
-fn remove(doc: &mut Value, parents: &[&str], last: &str) {
+/// Remove `parents.last` and the parents it leaves empty; a top-level `spec` always stays
+/// (the CRD schemas require it).
+fn remove(doc: &mut Value, parents: &[&str], last: &str, top: bool) {
     let Some(map) = doc.as_object_mut() else {
         return;
     };
@@ -71,8 +73,8 @@ fn remove(doc: &mut Value, parents: &[&str], last: &str) {
         }
         Some((first, rest)) => {
             if let Some(child) = map.get_mut(*first) {
-                remove(child, rest, last);
-                if is_empty(child) {
+                remove(child, rest, last, false);
+                if is_empty(child) && !(top && *first == "spec") {
                     map.remove(*first);
                 }
             }
@@ -133,6 +135,10 @@ mod tests {
             ..NodeWrite::default()
         };
         assert!(apply(&mut doc, &write));
-        assert_eq!(doc, json!({}));
+        assert_eq!(
+            doc,
+            json!({"spec": {}}),
+            "spec is required by the CRD and stays"
+        );
     }
 }
