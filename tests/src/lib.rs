@@ -305,11 +305,19 @@ impl Drop for Node {
 /// Path of a workspace binary (`weft-agent`, `weft-cni`) built next to the test executable.
 #[must_use]
 pub fn bin_path(name: &str) -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.join(name)))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not built next to the tests: run `cargo build -p weft-agent` (cargo xtask test does)"))
+    // Test executables live in target/<profile>/deps, benchmark binaries in target/<profile>.
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not built next to {}: run `cargo build -p weft-agent` (cargo xtask test does)",
+                exe.display()
+            )
+        })
 }
 
 /// An error and its whole source chain on one line.

@@ -28,6 +28,12 @@ pub struct BenchArgs {
 pub enum BenchTarget {
     /// Datapath throughput and latency between pods (`weft-tests` binary `bench-datapath`).
     Datapath,
+    /// CNI ADD latency against the bridge plugin and IPAM allocator throughput
+    /// (`weft-tests` binary `bench-ipam`).
+    Ipam,
+    /// `ctr run --cni --rm … true` round trips on Debian's containerd through weft against
+    /// the bridge plugin (`weft-tests` binary `bench-runtime`).
+    Runtime,
 }
 
 impl BenchTarget {
@@ -35,7 +41,15 @@ impl BenchTarget {
     pub fn package_and_bin(self) -> (&'static str, &'static str) {
         match self {
             Self::Datapath => ("weft-tests", "bench-datapath"),
+            Self::Ipam => ("weft-tests", "bench-ipam"),
+            Self::Runtime => ("weft-tests", "bench-runtime"),
         }
+    }
+
+    /// Whether the benchmark runs the release `weft-agent` and `weft-cni` binaries, which
+    /// `cargo run -p weft-tests` does not build.
+    pub fn needs_agent_binaries(self) -> bool {
+        matches!(self, Self::Runtime)
     }
 }
 
@@ -43,6 +57,15 @@ impl BenchTarget {
 pub fn bench(args: &BenchArgs) -> Result<()> {
     setup::setup()?;
     let (package, bin) = args.target.package_and_bin();
+    if args.target.needs_agent_binaries() {
+        run::echo_run(Command::new("cargo").current_dir(workspace_root()).args([
+            "build",
+            "--release",
+            "-p",
+            "weft-agent",
+            "--bins",
+        ]))?;
+    }
     // A literal `--` may reach us as the first passthrough argument; cargo adds its own.
     let passthrough = match args.args.split_first() {
         Some((first, rest)) if first == "--" => rest,

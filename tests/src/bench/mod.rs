@@ -1,5 +1,7 @@
 //! Benchmarks behind `cargo xtask bench datapath`. Each prints its numbers next to a baseline
 //! measured in the same run, as ratios; none asserts on time.
 
+pub mod alloc;
+pub mod ipam;
 pub mod net;
 pub mod prog;
