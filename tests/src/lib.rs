@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod containerd;
 pub mod frames;
 
 use std::{

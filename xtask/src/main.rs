@@ -6,6 +6,7 @@
 
 mod bench;
 mod demo;
+mod demo_containerd;
 mod run;
 mod setup;
 mod test;
@@ -40,6 +41,11 @@ enum Command {
     ///
     /// Must run as root. Every command is echoed before it runs.
     Demo(demo::DemoArgs),
+    /// Run setup, build the release agent, start a private containerd (Debian's) and run
+    /// three busybox containers with `ctr run --cni` on weft; they ping each other, then stop.
+    ///
+    /// Must run as root. Every command is echoed before it runs. Nothing of the host changes.
+    DemoContainerd,
     /// Run setup, then a benchmark in release mode.
     Bench(bench::BenchArgs),
 }
@@ -51,6 +57,7 @@ fn main() -> ExitCode {
         Command::Setup => setup::setup(),
         Command::Test(args) => test::test(&args),
         Command::Demo(args) => demo::demo(&args),
+        Command::DemoContainerd => demo_containerd::demo_containerd(),
         Command::Bench(args) => bench::bench(&args),
     };
     match result {

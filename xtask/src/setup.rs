@@ -16,7 +16,8 @@ use anyhow::{Context, Result, bail};
 use crate::run::{self, display, output, succeeds};
 
 /// Debian packages used by the tests, benchmarks and demo (`nsenter` is in util-linux,
-/// `modprobe` in kmod, `ping` in iputils-ping, `sysctl` in procps).
+/// `modprobe` in kmod, `ping` in iputils-ping, `sysctl` in procps; containerd, runc and the
+/// static busybox, the only thing in the containers' image, for the runtime tests).
 const DEB_PACKAGES: &[&str] = &[
     "bpftool",
     "iproute2",
@@ -28,6 +29,9 @@ const DEB_PACKAGES: &[&str] = &[
     "procps",
     "util-linux",
     "kmod",
+    "containerd",
+    "runc",
+    "busybox-static",
 ];
 
 /// The bpf-linker release line the eBPF build is known to work with.

@@ -5,3 +5,4 @@ pub mod alloc;
 pub mod ipam;
 pub mod net;
 pub mod prog;
+pub mod runtime;
