@@ -9,6 +9,7 @@
 
 mod ops;
 mod records;
+mod result;
 mod startup;
 
 use std::{collections::BTreeMap, net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
