@@ -148,7 +148,9 @@ impl Records {
         Ok((records, errors))
     }
 
-    /// Write `record` atomically (temp file, fsync, rename).
+    /// Write `record` atomically (temp file, rename). No fsync: records guard against the agent
+    /// dying, not the machine — a reboot takes every pod's namespace and veth with it (and the
+    /// state directory lives on `/var/run`), while an fsync costs 10–25 ms per ADD here.
     ///
     /// # Errors
     /// Writing failed; an existing record is then untouched.
@@ -163,9 +165,7 @@ impl Records {
         let result = (|| {
             let mut file = fs::File::create(&tmp)?;
             file.write_all(&body)?;
-            file.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            fs::File::open(&self.dir)?.sync_all()
+            fs::rename(&tmp, &path)
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
