@@ -16,10 +16,8 @@
 
 use std::{
     fs,
-    io::Write as _,
     net::Ipv4Addr,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     sync::{
         Barrier,
         atomic::{AtomicBool, Ordering},
@@ -440,38 +438,10 @@ impl Bridge {
 
     /// Run the plugin as a runtime does; its stdout, and the time from spawn to exit.
     fn call(&self, command: &str, pod: &PodNs) -> Result<(Duration, Vec<u8>)> {
-        let plugin = Path::new(CNI_DIR).join("bridge");
-        let start = Instant::now();
-        let mut child = Command::new(&plugin)
-            .env_clear()
-            .env("CNI_COMMAND", command)
-            .env("CNI_CONTAINERID", &pod.id)
-            .env("CNI_NETNS", pod.netns.path())
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", CNI_DIR)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {}: {SETUP_HINT}", plugin.display()))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin
-                .write_all(self.config.as_bytes())
-                .context("write the CNI config")?;
-        }
-        let out = child
-            .wait_with_output()
-            .context("wait for the bridge plugin")?;
-        let elapsed = start.elapsed();
-        ensure!(
-            out.status.success(),
-            "bridge {command} {} failed ({}): {} {}",
-            pod.name,
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok((elapsed, out.stdout))
+        let (stdout, elapsed) =
+            super::bridge_cni(&self.config, command, &pod.netns.path(), &pod.id)
+                .with_context(|| format!("pod {}", pod.name))?;
+        Ok((elapsed, stdout))
     }
 }
 

@@ -9,7 +9,6 @@
 
 use std::{
     fs,
-    io::Write as _,
     net::Ipv4Addr,
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
@@ -379,35 +378,7 @@ impl BridgeNet {
 
     /// Run `/usr/lib/cni/bridge` as a runtime does; its stdout (the result JSON).
     fn cni(&self, command: &str, netns: &Path, id: &str) -> Result<Vec<u8>> {
-        let plugin = Path::new(CNI_DIR).join("bridge");
-        let mut child = Command::new(&plugin)
-            .env("CNI_COMMAND", command)
-            .env("CNI_CONTAINERID", id)
-            .env("CNI_NETNS", netns)
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", CNI_DIR)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {}: {SETUP_HINT}", plugin.display()))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin
-                .write_all(self.config.as_bytes())
-                .context("write the CNI config")?;
-        }
-        let out = child
-            .wait_with_output()
-            .context("wait for the bridge CNI plugin")?;
-        if !out.status.success() {
-            bail!(
-                "bridge CNI {command} failed ({}): {} {}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout).trim(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(out.stdout)
+        super::bridge_cni(&self.config, command, netns, id).map(|(stdout, _)| stdout)
     }
 }
 
