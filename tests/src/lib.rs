@@ -324,14 +324,7 @@ pub fn bin_path(name: &str) -> PathBuf {
 /// An error and its whole source chain on one line.
 #[must_use]
 pub fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+    weft_agent::daemon::chain(error)
 }
 
 /// Run program `name` once on `frame` with `BPF_PROG_TEST_RUN` (skb on `lo` of the node
