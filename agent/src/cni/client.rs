@@ -245,10 +245,6 @@ pub fn ask(socket: &Path, request: &Request) -> Result<Response, String> {
 pub fn queue_delete(dir: &Path, pod: &PodRequest) -> std::io::Result<()> {
     fs::create_dir_all(dir)?;
     let name = format!("{}-{}.json", pod.container_id, pod.ifname);
-    let tmp = dir.join(format!(".{name}.tmp"));
     let body = serde_json::to_vec(&Request::Del(pod.clone())).map_err(std::io::Error::other)?;
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(&body)?;
-    file.sync_all()?;
-    fs::rename(&tmp, dir.join(name))
+    crate::fsutil::write_atomic(&dir.join(name), &body, false)
 }

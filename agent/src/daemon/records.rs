@@ -6,7 +6,6 @@
 
 use std::{
     fs,
-    io::Write as _,
     net::IpAddr,
     path::{Path, PathBuf},
 };
@@ -156,21 +155,12 @@ impl Records {
     /// Writing failed; an existing record is then untouched.
     pub fn put(&self, record: &EndpointRecord) -> Result<(), RecordError> {
         let path = self.path(&record.container_id, &record.ifname);
-        let tmp = path.with_extension("json.tmp");
         let io = |source| RecordError::Io {
             path: path.clone(),
             source,
         };
         let body = serde_json::to_vec_pretty(record).map_err(|e| io(e.into()))?;
-        let result = (|| {
-            let mut file = fs::File::create(&tmp)?;
-            file.write_all(&body)?;
-            fs::rename(&tmp, &path)
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result.map_err(io)
+        crate::fsutil::write_atomic(&path, &body, false).map_err(io)
     }
 
     /// Remove the record of an attachment; `Ok(false)` if there was none.

@@ -5,7 +5,6 @@
 
 use std::{
     fs,
-    io::Write as _,
     path::{Path, PathBuf},
 };
 
@@ -249,28 +248,5 @@ pub fn write_atomic(path: &Path, value: &Value) -> Result<(), StoreError> {
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    // Write through a symlink to its target, and keep the document's permissions.
-    let resolved = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let path = resolved.as_path();
-    let mode = fs::metadata(path).ok().map(|m| m.permissions());
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{file_name}.weft-tmp"));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        if let Some(mode) = mode.clone() {
-            file.set_permissions(mode)?;
-        }
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(io)
+    crate::fsutil::write_atomic(path, text.as_bytes(), true).map_err(io)
 }
