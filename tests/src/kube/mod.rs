@@ -4,9 +4,10 @@
 //! lives only in tests. [`Emulator::start`] runs it on its own thread and tokio runtime.
 //!
 //! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`; `cilium.io/v2` `ciliumnodes` (status
-//! subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints`,
-//! `ciliumidentities` (status subresource); `cilium.io/v2alpha1` `ciliumpodippools` — scope,
-//! versions and subresources as the fixture CRDs say. Discovery (`/version`, `/api`, `/apis`,
+//! subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints` (no status
+//! subresource: the fixture CRD declares none), `ciliumidentities` (status subresource);
+//! `cilium.io/v2alpha1` `ciliumpodippools` — scope, versions and subresources as the fixture
+//! CRDs say. Discovery (`/version`, `/api`, `/apis`,
 //! group and group-version documents, aggregated discovery). GET, LIST (label selectors with
 //! set operations; field selectors on `metadata.name`, `metadata.namespace` and each type's
 //! documented fields such as pods' `spec.nodeName`; `limit`/`continue` over a consistent
