@@ -1,0 +1,363 @@
+//! A Kubernetes API server emulator for tests: a test double of kube-apiserver's documented
+//! wire behaviour, served over plain HTTP/1.1 on a loopback port, that kube-rs clients (the
+//! tests, and later the agent binary through a kubeconfig) talk to as to a real cluster. It
+//! lives only in tests. [`Emulator::start`] runs it on its own thread and tokio runtime.
+//!
+//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`; `cilium.io/v2` `ciliumnodes` (status
+//! subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints` (no status
+//! subresource: the fixture CRD declares none), `ciliumidentities` (status subresource);
+//! `cilium.io/v2alpha1` `ciliumpodippools` — scope, versions and subresources as the fixture
+//! CRDs say. Discovery (`/version`, `/api`, `/apis`,
+//! group and group-version documents, aggregated discovery). GET, LIST (label selectors with
+//! set operations; field selectors on `metadata.name`, `metadata.namespace` and each type's
+//! documented fields such as pods' `spec.nodeName`; `limit`/`continue` over a consistent
+//! snapshot), WATCH (ADDED/MODIFIED/DELETED/BOOKMARK/ERROR, selector transitions as
+//! ADDED/DELETED, periodic bookmarks, `sendInitialEvents`, `timeoutSeconds`, 410 Expired as an
+//! ERROR event for a version older than the bounded per-type history), POST (AlreadyExists,
+//! `generateName`, name validation, a missing namespace is NotFound), PUT (optimistic
+//! concurrency: a stale `resourceVersion` is 409 Conflict, none is unconditional), PATCH
+//! (merge and JSON patch; a `resourceVersion` in the patch is a precondition), DELETE
+//! (preconditions; finalizers mark `deletionTimestamp` and the last finalizer's removal
+//! deletes), DELETE of a collection, and `/status` (status writes keep everything but status —
+//! core types also take metadata — and main writes keep status). `uid`, `creationTimestamp`,
+//! `generation` (custom resources: bumped when anything but metadata and, with a status
+//! subresource, status changes), a global resourceVersion, no-op writes that change nothing,
+//! bearer-token authentication, and `metav1.Status` errors with the real codes and reasons.
+//!
+//! **Not modelled.** Schema validation, defaulting and CEL rules of the CRDs; strategic merge
+//! patch and server-side apply (415, so managedFields never appear); `dryRun` (400); graceful
+//! pod deletion (pods go at once); owner references and garbage collection; admission;
+//! RBAC (any valid token may do anything); protobuf and table output; `resourceVersionMatch=
+//! Exact` at an older version; watch-cache progress notifications beyond this type's own
+//! writes (bookmarks may lag behind the global version, which is allowed); TLS.
+
+mod body;
+mod discovery;
+mod faults;
+mod meta;
+mod pages;
+mod patch;
+mod resources;
+mod route;
+mod selectors;
+mod server;
+mod status;
+mod store;
+mod verbs;
+mod watch;
+
+use std::{
+    net::SocketAddr,
+    path::Path,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use self::{faults::lock, pages::Pages, store::Store};
+pub use self::{
+    faults::{Answer, Faults, RequestKey, Requests, Verb},
+    resources::{CreateStatus, ResourceDef},
+    status::ApiError,
+};
+
+/// State shared by the test's handle and the server thread.
+#[derive(Debug)]
+struct Shared {
+    defs: Vec<ResourceDef>,
+    store: Mutex<Store>,
+    pages: Mutex<Pages>,
+    faults: Faults,
+    requests: Requests,
+    token: Option<String>,
+    bookmark_ms: AtomicU64,
+    default_watch_timeout: Duration,
+}
+
+impl Shared {
+    fn bookmark_interval(&self) -> Duration {
+        Duration::from_millis(self.bookmark_ms.load(Ordering::Relaxed).max(1))
+    }
+
+    fn def(&self, plural: &str) -> &ResourceDef {
+        self.defs
+            .iter()
+            .find(|d| d.plural == plural)
+            .unwrap_or_else(|| panic!("the emulator serves no resource {plural:?}"))
+    }
+}
+
+/// Settings for an [`Emulator`] before it starts.
+#[derive(Debug)]
+pub struct EmulatorBuilder {
+    defs: Vec<ResourceDef>,
+    history: usize,
+    bookmark_interval: Duration,
+    token: Option<String>,
+}
+
+impl Default for EmulatorBuilder {
+    fn default() -> Self {
+        Self {
+            defs: resources::builtin(),
+            history: 1000,
+            bookmark_interval: Duration::from_secs(5),
+            token: Some("weft-emulator-token".to_owned()),
+        }
+    }
+}
+
+impl EmulatorBuilder {
+    /// Keep at most `events` events per type for watches to resume from (default 1000).
+    #[must_use]
+    pub fn history(mut self, events: usize) -> Self {
+        self.history = events;
+        self
+    }
+
+    /// Send watch bookmarks this often (default 5 s; the real server sends about one a minute).
+    #[must_use]
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Require this bearer token (default `weft-emulator-token`); `None`: no authentication.
+    #[must_use]
+    pub fn token(mut self, token: Option<&str>) -> Self {
+        self.token = token.map(str::to_owned);
+        self
+    }
+
+    /// Also serve the type a CustomResourceDefinition document defines (replacing a built-in
+    /// type of the same plural).
+    #[must_use]
+    pub fn crd(mut self, crd: &Value) -> Self {
+        let def = ResourceDef::from_crd(crd).unwrap_or_else(|| panic!("not a served CRD: {crd}"));
+        self.defs.retain(|d| d.plural != def.plural);
+        self.defs.push(def);
+        self
+    }
+
+    /// Start serving on `127.0.0.1:<random port>` from a thread of its own.
+    #[must_use]
+    pub fn start(self) -> Emulator {
+        let salt = {
+            use std::hash::{BuildHasher as _, Hasher as _};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        };
+        let store = Store::new(&self.defs, self.history, salt);
+        let shared = Arc::new(Shared {
+            store: Mutex::new(store),
+            pages: Mutex::default(),
+            faults: Faults::default(),
+            requests: Requests::default(),
+            token: self.token,
+            bookmark_ms: AtomicU64::new(
+                u64::try_from(self.bookmark_interval.as_millis()).unwrap_or(u64::MAX),
+            ),
+            default_watch_timeout: Duration::from_mins(30),
+            defs: self.defs,
+        });
+        if shared.defs.iter().any(|d| d.plural == "namespaces") {
+            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": ns}, "status": {"phase": "Active"}});
+                lock(&shared.store)
+                    .put(shared.def("namespaces"), namespace)
+                    .expect("a valid namespace");
+            }
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("emulator: bind 127.0.0.1:0: {e}"));
+        let addr = listener.local_addr().expect("bound socket has an address");
+        listener
+            .set_nonblocking(true)
+            .expect("emulator: non-blocking listener");
+        let (stop, stopped) = oneshot::channel();
+        let server_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("kube-emulator".to_owned())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap_or_else(|e| panic!("emulator: tokio runtime: {e}"));
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)
+                        .unwrap_or_else(|e| panic!("emulator: listener: {e}"));
+                    server::serve(listener, server_shared, stopped).await;
+                });
+            })
+            .unwrap_or_else(|e| panic!("emulator: spawn thread: {e}"));
+        Emulator {
+            shared,
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+/// A running API server emulator; stops (and cuts every connection) on drop.
+#[derive(Debug)]
+pub struct Emulator {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Emulator {
+    /// Start with the defaults (built-in types, history 1000, bookmarks every 5 s, a token).
+    #[must_use]
+    pub fn start() -> Self {
+        EmulatorBuilder::default().start()
+    }
+
+    /// Settings before starting.
+    #[must_use]
+    pub fn builder() -> EmulatorBuilder {
+        EmulatorBuilder::default()
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bearer token requests must carry, if any.
+    #[must_use]
+    pub fn token(&self) -> Option<&str> {
+        self.shared.token.as_deref()
+    }
+
+    /// Write a kubeconfig (server URL, the token, namespace `default`) that kube-rs's
+    /// `Config::infer` (through `KUBECONFIG`) or `Kubeconfig::read_from` accepts.
+    pub fn write_kubeconfig(&self, path: &Path) {
+        let user = match self.token() {
+            Some(token) => format!("    token: {token}\n"),
+            None => "    {}\n".to_owned(),
+        };
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {}\n\
+             contexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\n    \
+             namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator\n  user:\n{user}",
+            self.url()
+        );
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
+    /// The resource types served.
+    #[must_use]
+    pub fn resources(&self) -> &[ResourceDef] {
+        &self.shared.defs
+    }
+
+    fn def_of(&self, object: &Value) -> &ResourceDef {
+        let api_version = object["apiVersion"].as_str().unwrap_or("");
+        let kind = object["kind"].as_str().unwrap_or("");
+        self.shared
+            .defs
+            .iter()
+            .find(|d| d.kind == kind && d.versions.iter().any(|v| d.api_version(v) == api_version))
+            .unwrap_or_else(|| panic!("the emulator serves no {api_version} {kind}"))
+    }
+
+    /// Store `object` as given, status included, creating or replacing it (watchers see ADDED
+    /// or MODIFIED); the stored object with its new resourceVersion. A namespaced object
+    /// without a namespace goes to `default`. No precondition or strategy applies.
+    #[expect(
+        clippy::must_use_candidate,
+        reason = "seeding rarely needs the stored object"
+    )]
+    pub fn put(&self, object: Value) -> Value {
+        let def = self.def_of(&object);
+        let stored = lock(&self.shared.store)
+            .put(def, object)
+            .unwrap_or_else(|e| panic!("emulator put: {e}"));
+        (*stored).clone()
+    }
+
+    /// One object by plural, namespace (for namespaced types) and name.
+    #[must_use]
+    pub fn get(&self, plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let def = self.shared.def(plural);
+        lock(&self.shared.store)
+            .get(def, namespace, name)
+            .ok()
+            .map(|o| (*o).clone())
+    }
+
+    /// Every object of a type.
+    #[must_use]
+    pub fn list(&self, plural: &str) -> Vec<Value> {
+        let def = self.shared.def(plural);
+        lock(&self.shared.store)
+            .select(def, None, &selectors::Selector::default())
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect()
+    }
+
+    /// Remove an object at once, finalizers or not (watchers see DELETED).
+    #[expect(
+        clippy::must_use_candidate,
+        reason = "removing rarely needs the last state"
+    )]
+    pub fn remove(&self, plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let def = self.shared.def(plural);
+        lock(&self.shared.store)
+            .remove(def, namespace, name)
+            .map(|o| (*o).clone())
+    }
+
+    /// The newest resourceVersion.
+    #[must_use]
+    pub fn resource_version(&self) -> u64 {
+        lock(&self.shared.store).rv()
+    }
+
+    /// Compact the history: a watch from any version before now is answered 410 Expired.
+    pub fn compact(&self) {
+        lock(&self.shared.store).compact();
+    }
+
+    /// Change how often watches send bookmarks (takes effect for watches started later).
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        self.shared.bookmark_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Fault injection.
+    #[must_use]
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// Request counters.
+    #[must_use]
+    pub fn requests(&self) -> &Requests {
+        &self.shared.requests
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
