@@ -1,7 +1,8 @@
 //! weft's tc programs. One file per concern: `maps` declares every map (names come from
 //! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
-//! pod's ARP and neighbour solicitations for its gateway.
+//! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
+//! hooks, `masq` the masquerade decision and `nat` the mappings and rewrites.
 //!
 //! Only the `bpf` target builds the programs; on the host (`cargo build --workspace`) this is an
 //! empty binary so workspace-wide commands keep working.
@@ -13,7 +14,13 @@ mod from_container;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
+mod masq;
+#[cfg(target_arch = "bpf")]
+mod nat;
+#[cfg(target_arch = "bpf")]
 mod neigh;
+#[cfg(target_arch = "bpf")]
+mod netdev;
 #[cfg(target_arch = "bpf")]
 mod packet;
 
@@ -28,6 +35,20 @@ fn main() {}
 #[classifier]
 pub fn from_container(ctx: TcContext) -> i32 {
     from_container::run(&ctx)
+}
+
+#[cfg(target_arch = "bpf")]
+/// tc egress of a native device: masquerades pod traffic leaving the node.
+#[classifier]
+pub fn to_netdev(ctx: TcContext) -> i32 {
+    netdev::run_egress(&ctx)
+}
+
+#[cfg(target_arch = "bpf")]
+/// tc ingress of a native device: reverses masquerading, delivers to pods.
+#[classifier]
+pub fn from_netdev(ctx: TcContext) -> i32 {
+    netdev::run_ingress(&ctx)
 }
 
 #[cfg(target_arch = "bpf")]

@@ -237,6 +237,29 @@ pub enum BpfCommand {
         #[arg(long, short, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The IPCache: prefix → security identity.
+    #[command(subcommand)]
+    Ipcache(ListCommand),
+    /// Masquerade exclusions per pool (`*` = every pool).
+    #[command(subcommand)]
+    Masq(ListCommand),
+    /// IPv4 masquerade mappings (two per flow).
+    #[command(subcommand)]
+    Nat(ListCommand),
+    /// Native devices where pod traffic is masqueraded.
+    #[command(subcommand)]
+    Netdev(ListCommand),
+}
+
+/// `weft-agent bpf <map> ...`
+#[derive(Debug, Subcommand)]
+pub enum ListCommand {
+    /// Print every entry.
+    List {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
 }
 
 /// `weft-agent bpf endpoint ...`

@@ -8,5 +8,6 @@ pub mod crd;
 pub mod daemon;
 pub mod datapath;
 pub mod ipam;
+pub mod masq;
 pub mod simulate;
 pub mod store;

@@ -75,7 +75,9 @@ impl Datapath {
             pin_dir,
             attach_mode,
         };
-        datapath.load_program(maps::PROG_FROM_CONTAINER)?;
+        for hook in attach::HOOKS {
+            datapath.load_program(hook.program)?;
+        }
         attach::adopt_links(&mut datapath)?;
         Ok(datapath)
     }
