@@ -16,10 +16,14 @@ use agent_common::masq::{MASQ_F_IP_MASQ_AGENT, MASQ_F_NATIVE_ROUTING, MASQ_F_POO
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::Deserialize;
 
-use crate::datapath::{Datapath, DatapathError, MasqExclusion, MasqSync};
+use crate::{
+    config::AgentConfig,
+    datapath::{Datapath, DatapathError, MasqExclusion, MasqSync},
+};
 
-/// Cilium's `--ip-masq-agent-config-path` default.
-pub const DEFAULT_IP_MASQ_AGENT_CONFIG: &str = "/etc/config/ip-masq-agent";
+mod watch;
+
+pub use watch::watch_file;
 
 /// Non-masquerade CIDRs used when the file is missing or empty (RFC 1918, CGNAT and the
 /// special-purpose blocks), as Cilium and the upstream ip-masq-agent.
@@ -53,6 +57,22 @@ pub struct MasqConfig {
     pub native_routing_cidr_v6: Option<Ipv6Net>,
     /// Extra exclusions of single pools, by pool id.
     pub pool_exclusions: BTreeMap<u32, Vec<IpNet>>,
+}
+
+impl MasqConfig {
+    /// The masquerade inputs of the agent configuration (`enable-ip-masq-agent`,
+    /// `ip-masq-agent-config-path`, `ipv4-native-routing-cidr`, `ipv6-native-routing-cidr`).
+    #[must_use]
+    pub fn from_agent(config: &AgentConfig) -> Self {
+        Self {
+            ip_masq_agent_config: config
+                .enable_ip_masq_agent
+                .then(|| config.ip_masq_agent_config_path.clone()),
+            native_routing_cidr_v4: config.ipv4_native_routing_cidr,
+            native_routing_cidr_v6: config.ipv6_native_routing_cidr,
+            pool_exclusions: BTreeMap::new(),
+        }
+    }
 }
 
 /// The parsed ip-masq-agent configuration.
@@ -112,6 +132,15 @@ pub enum MasqError {
         line: usize,
         /// The entry as written.
         value: String,
+    },
+    /// The directory of the configuration file cannot be watched.
+    #[error("cannot watch {path} for changes")]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// The inotify error.
+        #[source]
+        source: io::Error,
     },
     /// Writing the exclusion map failed.
     #[error("writing the masquerade exclusions")]

@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod bench;
 pub mod containerd;
+pub mod external;
 pub mod frames;
 
 use std::{

@@ -5,56 +5,21 @@
 //! when masqueraded, the pod IP for a no-SNAT endpoint or an excluded destination (the external
 //! host then routes the pod CIDR back via the node).
 
-use std::{
-    io::{Read as _, Write as _},
-    net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream},
-    process::Command,
-    thread,
-    time::Duration,
-};
+use std::net::IpAddr;
 
 use agent_common::endpoint::ENDPOINT_F_NO_SNAT_V4;
 use weft_agent::{
-    datapath::{NetdevConfig, netns::in_netns},
+    datapath::NetdevConfig,
     masq::{MasqConfig, Masquerade},
 };
-use weft_tests::{NamedNetNs, Node, Pod, run};
+use weft_tests::{
+    Node,
+    external::{EXT_IP, External, NODE_DEV, NODE_IP},
+};
 
-const NODE_IP: Ipv4Addr = Ipv4Addr::new(44, 77, 0, 2);
-const EXT_IP: Ipv4Addr = Ipv4Addr::new(44, 77, 0, 1);
-const NODE_DEV: &str = "wnode";
-const EXT_DEV: &str = "wext";
-
-/// The external host: a namespace behind `wnode`, with a route back to the pods via the node.
-struct External {
-    netns: NamedNetNs,
-}
-
+/// The external host, with the datapath's native-device programs on the node side.
 fn external(node: &mut Node) -> External {
-    let netns = NamedNetNs::new();
-    run(Command::new("ip").args([
-        "link",
-        "add",
-        NODE_DEV,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        EXT_DEV,
-        "netns",
-        &netns.name,
-    ]));
-    run(Command::new("ip").args(["addr", "add", "44.77.0.2/24", "dev", NODE_DEV]));
-    run(Command::new("ip").args(["link", "set", NODE_DEV, "up"]));
-    for args in [
-        &["addr", "add", "44.77.0.1/24", "dev", EXT_DEV][..],
-        &["link", "set", EXT_DEV, "up"],
-        &["link", "set", "lo", "up"],
-        &["route", "add", "10.77.0.0/24", "via", "44.77.0.2"],
-    ] {
-        run(netns.command("ip").args(args));
-    }
-    run(Command::new("sysctl").args(["-qw", "net.ipv4.ip_forward=1"]));
+    let ext = External::new(&["10.77.0.0/24"]);
     let dp = &mut node.datapath;
     dp.attach_netdev(
         NODE_DEV,
@@ -66,35 +31,7 @@ fn external(node: &mut Node) -> External {
     .expect("attach to_netdev/from_netdev");
     dp.ensure_world_ipcache().expect("world");
     dp.sync_host_ips(&[IpAddr::V4(NODE_IP)]).expect("host ips");
-    External { netns }
-}
-
-impl External {
-    /// Accept one TCP connection on `EXT_IP:port` from `pod`, echo a line, return the peer
-    /// address the server saw.
-    fn tcp_peer(&self, pod: &Pod, port: u16) -> IpAddr {
-        let addr = SocketAddr::new(IpAddr::V4(EXT_IP), port);
-        let listener = in_netns(&self.netns.path(), || TcpListener::bind(addr))
-            .expect("enter external netns")
-            .expect("bind on the external host");
-        let server = thread::spawn(move || {
-            let (mut conn, peer) = listener.accept().expect("accept");
-            let mut buf = [0u8; 5];
-            conn.read_exact(&mut buf).expect("read");
-            conn.write_all(&buf).expect("echo");
-            peer.ip()
-        });
-        let mut client = in_netns(&pod.netns.path(), || {
-            TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        })
-        .expect("enter pod netns")
-        .expect("connect from the pod");
-        client.write_all(b"hello").expect("send");
-        let mut echoed = [0u8; 5];
-        client.read_exact(&mut echoed).expect("echo back");
-        assert_eq!(&echoed, b"hello");
-        server.join().expect("server")
-    }
+    ext
 }
 
 #[test]
@@ -104,7 +41,7 @@ fn default_pool_pod_reaches_the_outside_as_the_node() {
     let ext = external(&mut node);
     assert!(pod.ping(IpAddr::V4(EXT_IP), 3, "0.05"), "ping through SNAT");
     assert_eq!(
-        ext.tcp_peer(&pod, 7100),
+        ext.tcp_peer(&pod.netns.path(), 7100),
         IpAddr::V4(NODE_IP),
         "server sees the node IP"
     );
@@ -130,7 +67,7 @@ fn no_snat_endpoint_reaches_the_outside_with_its_own_address() {
     let ext = external(&mut node);
     assert!(pod.ping(IpAddr::V4(EXT_IP), 2, "0.05"));
     assert_eq!(
-        ext.tcp_peer(&pod, 7101),
+        ext.tcp_peer(&pod.netns.path(), 7101),
         IpAddr::V4(pod.v4),
         "server sees the pod IP"
     );
@@ -162,7 +99,7 @@ fn excluded_destination_is_not_masqueraded() {
     });
     masq.reload(&mut node.datapath).expect("apply exclusions");
     assert_eq!(
-        ext.tcp_peer(&pod, 7102),
+        ext.tcp_peer(&pod.netns.path(), 7102),
         IpAddr::V4(pod.v4),
         "excluded: pod IP kept"
     );
@@ -180,7 +117,7 @@ fn excluded_destination_is_not_masqueraded() {
         "{err}"
     );
     assert_eq!(
-        ext.tcp_peer(&pod, 7103),
+        ext.tcp_peer(&pod.netns.path(), 7103),
         IpAddr::V4(pod.v4),
         "still excluded"
     );
@@ -189,7 +126,7 @@ fn excluded_destination_is_not_masqueraded() {
     std::fs::write(&file, "nonMasqueradeCIDRs: []\n").expect("write config");
     masq.reload(&mut node.datapath).expect("apply");
     assert_eq!(
-        ext.tcp_peer(&pod, 7104),
+        ext.tcp_peer(&pod.netns.path(), 7104),
         IpAddr::V4(NODE_IP),
         "masqueraded again"
     );
