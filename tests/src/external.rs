@@ -5,7 +5,7 @@
 
 use std::{
     io::{Read as _, Write as _},
-    net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream},
+    net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket},
     path::Path,
     process::Command,
     thread,
@@ -67,6 +67,54 @@ impl External {
         }
         run(Command::new("sysctl").args(["-qw", "net.ipv4.ip_forward=1"]));
         Self { netns }
+    }
+
+    /// Accept one TCP connection on `EXT_IP:port` and echo everything until the client closes;
+    /// the thread returns the peer address and the bytes echoed.
+    #[must_use]
+    pub fn tcp_echo_server(&self, port: u16) -> thread::JoinHandle<(IpAddr, usize)> {
+        let addr = SocketAddr::new(IpAddr::V4(EXT_IP), port);
+        let listener = in_netns(&self.netns.path(), || TcpListener::bind(addr))
+            .expect("enter external netns")
+            .expect("bind on the external host");
+        thread::spawn(move || {
+            let (mut conn, peer) = listener.accept().expect("accept");
+            let mut total = 0;
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = conn.read(&mut buf).expect("read");
+                if n == 0 {
+                    return (peer.ip(), total);
+                }
+                conn.write_all(&buf[..n]).expect("echo");
+                total += n;
+            }
+        })
+    }
+
+    /// Answer UDP datagrams on `EXT_IP:port` (echo to the sender) until `count` arrived or
+    /// the line is quiet for 3 s; the thread returns every sender address seen, in order.
+    #[must_use]
+    pub fn udp_echo_server(&self, port: u16, count: usize) -> thread::JoinHandle<Vec<SocketAddr>> {
+        let addr = SocketAddr::new(IpAddr::V4(EXT_IP), port);
+        let socket = in_netns(&self.netns.path(), || UdpSocket::bind(addr))
+            .expect("enter external netns")
+            .expect("bind UDP on the external host");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .expect("timeout");
+        thread::spawn(move || {
+            let mut senders = Vec::new();
+            let mut buf = [0u8; 64];
+            while senders.len() < count {
+                let Ok((n, from)) = socket.recv_from(&mut buf) else {
+                    break;
+                };
+                socket.send_to(&buf[..n], from).expect("echo");
+                senders.push(from);
+            }
+            senders
+        })
     }
 
     /// Accept one TCP connection on `EXT_IP:port`, made from inside the namespace file

@@ -54,3 +54,29 @@ fn flows_the_outside_opens_to_a_pod_are_delivered_and_replied_unmasqueraded() {
     );
     assert_masqueraded(&out, WORLD);
 }
+
+#[test]
+fn ipv6_to_a_local_pod_is_delivered_and_other_traffic_passes() {
+    let mut node = node();
+    let pod6: std::net::Ipv6Addr = "fd00:77::11".parse().expect("ip");
+    node.datapath
+        .upsert_endpoint(IpAddr::V6(pod6), &endpoint(0, 0))
+        .expect("endpoint");
+    let frame = frames::udp6("2001:db8::1".parse().expect("ip"), pod6, 64, b"hello");
+    let (verdict, out) = ingress(&mut node, &frame);
+    assert_eq!(verdict, TC_ACT_REDIRECT);
+    assert_eq!(out[14 + 7], 63, "hop limit decremented");
+    assert_eq!((&out[0..6], &out[6..12]), (&POD_MAC[..], &POD_NODE_MAC[..]));
+    // Not for a pod, and not IP at all: the host stack gets them untouched.
+    let other = frames::udp6(
+        "2001:db8::1".parse().expect("ip"),
+        "2001:db8::2".parse().expect("ip"),
+        64,
+        b"x",
+    );
+    assert_eq!(ingress(&mut node, &other), (TC_ACT_OK, other));
+    let arp = frames::arp_request(Ipv4Addr::new(172, 31, 0, 1), NODE_IP);
+    assert_eq!(ingress(&mut node, &arp), (TC_ACT_OK, arp));
+    let host = frames::tcp4(WORLD, 443, NODE_IP, 22, 0x02, b"");
+    assert_eq!(ingress(&mut node, &host), (TC_ACT_OK, host));
+}
