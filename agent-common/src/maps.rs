@@ -50,6 +50,15 @@ pub const PROG_TO_NETDEV: &str = "to_netdev";
 pub const PROG_FROM_NETDEV: &str = "from_netdev";
 /// Classifier that returns `TC_ACT_OK` and does nothing: the baseline in benchmarks.
 pub const PROG_NOOP: &str = "weft_noop";
+/// Benchmark only: `to_netdev` with the frame's head restored after each run.
+pub const PROG_BENCH_TO_NETDEV: &str = "weft_bench_to_netdev";
+/// Benchmark only: `from_netdev` with the frame's head restored after each run.
+pub const PROG_BENCH_FROM_NETDEV: &str = "weft_bench_from_netdev";
+/// Benchmark only: saves and restores the frame's head (baseline of the two above).
+pub const PROG_BENCH_COPY: &str = "weft_bench_copy";
+
+/// Pins of map layouts this agent replaced: removed on start (their data is not migrated).
+pub const RETIRED_MAPS: [&str; 1] = ["weft_ctrs_v1"];
 
 /// Every map the agent pins, in the order it adopts them.
 pub const PINNED_MAPS: [&str; 7] = [

@@ -81,7 +81,7 @@ unsafe impl aya::Pod for NatEntry4 {}
 pub struct NetdevInfo {
     /// IPv4 masquerade address (network order); valid with [`NETDEV_F_MASQ_V4`].
     pub masq_v4: [u8; 4],
-    /// IPv6 masquerade address; valid with [`NETDEV_F_MASQ_V6`].
+    /// IPv6 masquerade address; valid with [`NETDEV_F_MASQ_V6`] (reserved, see there).
     pub masq_v6: [u8; 16],
     /// `NETDEV_F_*` bits.
     pub flags: u32,
@@ -89,7 +89,7 @@ pub struct NetdevInfo {
 
 /// Masquerade IPv4 pod traffic leaving through this device to `masq_v4`.
 pub const NETDEV_F_MASQ_V4: u32 = 1;
-/// Masquerade IPv6 pod traffic leaving through this device to `masq_v6`.
+/// Reserved for IPv6 masquerade to `masq_v6` (not implemented by `to_netdev` yet).
 pub const NETDEV_F_MASQ_V6: u32 = 2;
 
 const _: () = assert!(size_of::<NetdevInfo>() == 24);

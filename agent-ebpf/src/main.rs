@@ -2,13 +2,16 @@
 //! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
 //! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
-//! hooks, `masq` the masquerade decision and `nat` the mappings and rewrites.
+//! hooks, `masq` the masquerade decision and `nat` the mappings and rewrites; `bench` wraps
+//! programs for the benchmarks.
 //!
 //! Only the `bpf` target builds the programs; on the host (`cargo build --workspace`) this is an
 //! empty binary so workspace-wide commands keep working.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 
+#[cfg(target_arch = "bpf")]
+mod bench;
 #[cfg(target_arch = "bpf")]
 mod from_container;
 #[cfg(target_arch = "bpf")]
@@ -56,6 +59,27 @@ pub fn from_netdev(ctx: TcContext) -> i32 {
 #[classifier]
 pub fn weft_noop(_ctx: TcContext) -> i32 {
     TC_ACT_OK
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: `to_netdev` on a frame whose head is restored afterwards.
+#[classifier]
+pub fn weft_bench_to_netdev(ctx: TcContext) -> i32 {
+    bench::around(&ctx, netdev::run_egress)
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: `from_netdev` on a frame whose head is restored afterwards.
+#[classifier]
+pub fn weft_bench_from_netdev(ctx: TcContext) -> i32 {
+    bench::around(&ctx, netdev::run_ingress)
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: saves and restores the frame's head (baseline of the two above).
+#[classifier]
+pub fn weft_bench_copy(ctx: TcContext) -> i32 {
+    bench::around(&ctx, |_| TC_ACT_OK)
 }
 
 #[cfg(target_arch = "bpf")]

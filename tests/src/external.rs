@@ -103,6 +103,9 @@ impl External {
         socket
             .set_read_timeout(Some(Duration::from_secs(3)))
             .expect("timeout");
+        // Room for a whole burst: the default buffer holds a few hundred small datagrams.
+        nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::RcvBufForce, &(8 << 20))
+            .expect("SO_RCVBUFFORCE");
         thread::spawn(move || {
             let mut senders = Vec::new();
             let mut buf = [0u8; 64];

@@ -109,6 +109,9 @@ fn programs_exist() {
         maps::PROG_TO_NETDEV,
         maps::PROG_FROM_NETDEV,
         maps::PROG_NOOP,
+        maps::PROG_BENCH_TO_NETDEV,
+        maps::PROG_BENCH_FROM_NETDEV,
+        maps::PROG_BENCH_COPY,
     ] {
         assert!(
             object.programs.contains_key(name),

@@ -192,6 +192,8 @@ fn a_thousand_concurrent_udp_flows_get_distinct_ports_and_all_replies() {
     let mut node = Node::new();
     let pods: Vec<_> = (5..9).map(|n| node.add_pod(n)).collect();
     let ext = external(&mut node);
+    // Resolve the neighbours first: packets queued behind an unresolved one are capped.
+    assert!(pods[0].ping(IpAddr::V4(EXT_IP), 1, "0.1"));
     let server = ext.udp_echo_server(9000, pods.len() * PER_POD);
     let target = SocketAddr::new(IpAddr::V4(EXT_IP), 9000);
     let mut sockets = Vec::new();
