@@ -84,10 +84,18 @@ fn ethertype(ctx: &TcContext) -> Option<u16> {
     Some(u16::from_be_bytes(unsafe { (*eth).proto }))
 }
 
-/// The IPv4 header of the frame, if it is a well-formed one.
+/// The IPv4 header of the frame, if it is a well-formed one. A header outside the linear
+/// part of the skb (possible on a native device's ingress) is pulled in first.
 #[inline(always)]
 fn ipv4(ctx: &TcContext) -> Option<V4> {
-    let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN).ok()?;
+    let ip = match ptr_at::<Ipv4Hdr>(ctx, ETH_LEN) {
+        Ok(ip) => ip,
+        Err(_) => {
+            ctx.pull_data((ETH_LEN + size_of::<Ipv4Hdr>()) as u32)
+                .ok()?;
+            ptr_at::<Ipv4Hdr>(ctx, ETH_LEN).ok()?
+        }
+    };
     // SAFETY: bounds checked by `ptr_at`.
     let (ver_ihl, frag, proto, saddr, daddr) =
         unsafe { ((*ip).ver_ihl, (*ip).frag, (*ip).proto, (*ip).src, (*ip).dst) };
