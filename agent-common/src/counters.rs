@@ -30,8 +30,26 @@ pub mod reason {
     pub const DROP_INVALID_SOURCE: u32 = 4;
     /// Dropped: a packet rewrite or the redirect helper failed.
     pub const DROP_REDIRECT_FAILED: u32 = 5;
-    /// Number of reasons (size of the counters map).
-    pub const COUNT: u32 = 6;
+    /// Native device: not pod traffic (host sockets, ARP, forwarded packets), passed untouched.
+    pub const NETDEV_PASS: u32 = 6;
+    /// Pod traffic source-NATed to the node address on its way out.
+    pub const SNAT: u32 = 7;
+    /// Pod traffic left unmasqueraded: the endpoint has a no-SNAT flag (pool skip).
+    pub const SNAT_SKIP_ENDPOINT: u32 = 8;
+    /// Pod traffic left unmasqueraded: destination excluded for the pod's pool.
+    pub const SNAT_SKIP_EXCLUDED: u32 = 9;
+    /// Pod traffic left unmasqueraded: destination has a cluster identity in the IPCache.
+    pub const SNAT_SKIP_CLUSTER: u32 = 10;
+    /// Pod traffic left unmasqueraded: a reply (echo reply, or a flow the outside opened).
+    pub const SNAT_SKIP_REPLY: u32 = 11;
+    /// Reply to masqueraded traffic: destination restored to the pod and delivered.
+    pub const REV_SNAT: u32 = 12;
+    /// Dropped: no free masquerade port for a new flow.
+    pub const DROP_NAT_NO_PORT: u32 = 13;
+    /// Dropped: pod traffic that needs masquerading but cannot be (IP fragments).
+    pub const DROP_NAT_UNSUPPORTED: u32 = 14;
+    /// Number of reasons in use (rows printed by `weft-agent bpf counters`).
+    pub const COUNT: u32 = 15;
 
     /// Stable, human-readable name of a reason (CLI output and metrics label).
     #[must_use]
@@ -43,7 +61,33 @@ pub mod reason {
             DROP_MALFORMED => "drop_malformed",
             DROP_INVALID_SOURCE => "drop_invalid_source",
             DROP_REDIRECT_FAILED => "drop_redirect_failed",
+            NETDEV_PASS => "netdev_pass",
+            SNAT => "snat",
+            SNAT_SKIP_ENDPOINT => "snat_skip_endpoint",
+            SNAT_SKIP_EXCLUDED => "snat_skip_excluded",
+            SNAT_SKIP_CLUSTER => "snat_skip_cluster",
+            SNAT_SKIP_REPLY => "snat_skip_reply",
+            REV_SNAT => "rev_snat",
+            DROP_NAT_NO_PORT => "drop_nat_no_port",
+            DROP_NAT_UNSUPPORTED => "drop_nat_unsupported",
             _ => "unknown",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reason;
+
+    #[test]
+    fn every_reason_below_count_has_a_unique_name() {
+        let mut seen = [""; reason::COUNT as usize];
+        for why in 0..reason::COUNT {
+            let name = reason::name(why);
+            assert_ne!(name, "unknown", "reason {why} has no name");
+            assert!(!seen.contains(&name), "{name} used twice");
+            seen[why as usize] = name;
+        }
+        assert_eq!(reason::name(reason::COUNT), "unknown");
     }
 }

@@ -6,13 +6,22 @@
 //! versioned name in [`maps`], so an agent never re-adopts a pin of the old shape.
 #![no_std]
 
+#[cfg(test)]
+extern crate std;
+
 pub mod counters;
 pub mod endpoint;
 pub mod identity;
+pub mod ipcache;
 pub mod maps;
+pub mod masq;
+pub mod nat;
 
 pub use counters::{Counter, reason};
 pub use endpoint::{EndpointInfo, EndpointKey, IfaceInfo};
+pub use ipcache::{IpcacheInfo, IpcacheKey};
+pub use masq::{MasqInfo, MasqKey};
+pub use nat::{NatEntry4, NatTuple4, NetdevInfo};
 
 /// Ethernet address as it appears on the wire.
 pub type MacAddr = [u8; 6];

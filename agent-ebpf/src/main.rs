@@ -1,7 +1,9 @@
 //! weft's tc programs. One file per concern: `maps` declares every map (names come from
 //! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
-//! pod's ARP and neighbour solicitations for its gateway.
+//! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
+//! hooks, `masq` the masquerade decision and `nat` the mappings and rewrites; `bench` wraps
+//! programs for the benchmarks.
 //!
 //! Only the `bpf` target builds the programs; on the host (`cargo build --workspace`) this is an
 //! empty binary so workspace-wide commands keep working.
@@ -9,11 +11,19 @@
 #![cfg_attr(target_arch = "bpf", no_main)]
 
 #[cfg(target_arch = "bpf")]
+mod bench;
+#[cfg(target_arch = "bpf")]
 mod from_container;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
+mod masq;
+#[cfg(target_arch = "bpf")]
+mod nat;
+#[cfg(target_arch = "bpf")]
 mod neigh;
+#[cfg(target_arch = "bpf")]
+mod netdev;
 #[cfg(target_arch = "bpf")]
 mod packet;
 
@@ -31,10 +41,45 @@ pub fn from_container(ctx: TcContext) -> i32 {
 }
 
 #[cfg(target_arch = "bpf")]
+/// tc egress of a native device: masquerades pod traffic leaving the node.
+#[classifier]
+pub fn to_netdev(ctx: TcContext) -> i32 {
+    netdev::run_egress(&ctx)
+}
+
+#[cfg(target_arch = "bpf")]
+/// tc ingress of a native device: reverses masquerading, delivers to pods.
+#[classifier]
+pub fn from_netdev(ctx: TcContext) -> i32 {
+    netdev::run_ingress(&ctx)
+}
+
+#[cfg(target_arch = "bpf")]
 /// Does nothing: the baseline program of the datapath benchmark.
 #[classifier]
 pub fn weft_noop(_ctx: TcContext) -> i32 {
     TC_ACT_OK
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: `to_netdev` on a frame whose head is restored afterwards.
+#[classifier]
+pub fn weft_bench_to_netdev(ctx: TcContext) -> i32 {
+    bench::around(&ctx, netdev::run_egress)
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: `from_netdev` on a frame whose head is restored afterwards.
+#[classifier]
+pub fn weft_bench_from_netdev(ctx: TcContext) -> i32 {
+    bench::around(&ctx, netdev::run_ingress)
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: saves and restores the frame's head (baseline of the two above).
+#[classifier]
+pub fn weft_bench_copy(ctx: TcContext) -> i32 {
+    bench::around(&ctx, |_| TC_ACT_OK)
 }
 
 #[cfg(target_arch = "bpf")]

@@ -1,9 +1,12 @@
 //! Every map the programs use. Names and capacities come from `agent_common::maps`; the agent
 //! pins them under its bpffs directory and re-adopts them on restart.
 
-use agent_common::{Counter, EndpointInfo, EndpointKey, IfaceInfo, maps, reason};
+use agent_common::{
+    Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
+    NatEntry4, NatTuple4, NetdevInfo, maps, reason,
+};
 use aya_ebpf::{
-    btf_maps::{HashMap, PerCpuArray},
+    btf_maps::{HashMap, LpmTrie, LruHashMap, PerCpuArray},
     macros::btf_map,
     programs::TcContext,
 };
@@ -18,8 +21,26 @@ pub static ENDPOINTS: HashMap<EndpointKey, EndpointInfo, { maps::ENDPOINTS_MAX a
 pub static IFACES: HashMap<u32, IfaceInfo, { maps::IFACES_MAX as usize }> = HashMap::new();
 
 /// Per-CPU packet and byte counters by `agent_common::reason`.
-#[btf_map(name = "weft_ctrs_v1")]
+#[btf_map(name = "weft_ctrs_v2")]
 pub static COUNTERS: PerCpuArray<Counter, { maps::COUNTERS_MAX as usize }> = PerCpuArray::new();
+
+/// Prefix → security identity (see `agent_common::ipcache`).
+#[btf_map(name = "weft_ipc_v1")]
+pub static IPCACHE: LpmTrie<IpcacheKey, IpcacheInfo, { maps::IPCACHE_MAX as usize }> =
+    LpmTrie::new();
+
+/// (pool, destination prefix) → masquerade exclusion (see `agent_common::masq`).
+#[btf_map(name = "weft_masq_v1")]
+pub static MASQ_EXCLUDE: LpmTrie<MasqKey, MasqInfo, { maps::MASQ_EXCLUDE_MAX as usize }> =
+    LpmTrie::new();
+
+/// IPv4 masquerade mappings, two per flow (see `agent_common::nat`).
+#[btf_map(name = "weft_snat4_v1")]
+pub static NAT4: LruHashMap<NatTuple4, NatEntry4, { maps::NAT4_MAX as usize }> = LruHashMap::new();
+
+/// Native devices by ifindex, with their masquerade addresses.
+#[btf_map(name = "weft_devs_v1")]
+pub static NETDEVS: HashMap<u32, NetdevInfo, { maps::NETDEVS_MAX as usize }> = HashMap::new();
 
 /// Count one packet of `ctx` under `why`, then return `verdict` unchanged.
 #[inline(always)]
@@ -48,4 +69,11 @@ pub fn endpoint(key: &EndpointKey) -> Option<EndpointInfo> {
 pub fn iface(ifindex: u32) -> Option<IfaceInfo> {
     // SAFETY: as in `endpoint`.
     unsafe { IFACES.get(ifindex).copied() }
+}
+
+/// The native device with ifindex `ifindex`, copied out of the map.
+#[inline(always)]
+pub fn netdev(ifindex: u32) -> Option<NetdevInfo> {
+    // SAFETY: as in `endpoint`.
+    unsafe { NETDEVS.get(ifindex).copied() }
 }

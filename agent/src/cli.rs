@@ -116,9 +116,30 @@ pub struct ConfigArgs {
     /// Health checking (the CRD allocator then waits for 2 addresses).
     #[arg(long)]
     pub enable_health_checking: Option<String>,
-    /// Skip masquerading for every pool but the default one.
+    /// Skip masquerading for every pool but the default one (needs --enable-bpf-masquerade).
     #[arg(long)]
     pub only_masquerade_default_pool: Option<String>,
+    /// Masquerade pod traffic leaving through the native devices in eBPF.
+    #[arg(long)]
+    pub enable_bpf_masquerade: Option<String>,
+    /// Masquerade IPv4 pod traffic (default true).
+    #[arg(long)]
+    pub enable_ipv4_masquerade: Option<String>,
+    /// Native devices, comma-separated (default: the device of the IPv4 default route).
+    #[arg(long)]
+    pub devices: Option<String>,
+    /// Read non-masquerade CIDRs from the ip-masq-agent configuration file.
+    #[arg(long)]
+    pub enable_ip_masq_agent: Option<String>,
+    /// The ip-masq-agent configuration file (YAML or JSON).
+    #[arg(long)]
+    pub ip_masq_agent_config_path: Option<String>,
+    /// Pod addresses are routable inside this IPv4 CIDR: not masqueraded there.
+    #[arg(long)]
+    pub ipv4_native_routing_cidr: Option<String>,
+    /// Pod addresses are routable inside this IPv6 CIDR.
+    #[arg(long)]
+    pub ipv6_native_routing_cidr: Option<String>,
 }
 
 impl ConfigArgs {
@@ -143,6 +164,13 @@ impl ConfigArgs {
                 "only-masquerade-default-pool",
                 &self.only_masquerade_default_pool,
             ),
+            ("enable-bpf-masquerade", &self.enable_bpf_masquerade),
+            ("enable-ipv4-masquerade", &self.enable_ipv4_masquerade),
+            ("devices", &self.devices),
+            ("enable-ip-masq-agent", &self.enable_ip_masq_agent),
+            ("ip-masq-agent-config-path", &self.ip_masq_agent_config_path),
+            ("ipv4-native-routing-cidr", &self.ipv4_native_routing_cidr),
+            ("ipv6-native-routing-cidr", &self.ipv6_native_routing_cidr),
         ];
         pairs
             .into_iter()
@@ -233,6 +261,29 @@ pub enum BpfCommand {
     Endpoint(EndpointCommand),
     /// Datapath counters by reason, summed over CPUs.
     Counters {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// The IPCache: prefix → security identity.
+    #[command(subcommand)]
+    Ipcache(ListCommand),
+    /// Masquerade exclusions per pool (`*` = every pool).
+    #[command(subcommand)]
+    Masq(ListCommand),
+    /// IPv4 masquerade mappings (two per flow).
+    #[command(subcommand)]
+    Nat(ListCommand),
+    /// Native devices where pod traffic is masqueraded.
+    #[command(subcommand)]
+    Netdev(ListCommand),
+}
+
+/// `weft-agent bpf <map> ...`
+#[derive(Debug, Subcommand)]
+pub enum ListCommand {
+    /// Print every entry.
+    List {
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = Output::Table)]
         output: Output,

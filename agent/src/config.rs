@@ -3,12 +3,14 @@
 //! key (a mounted ConfigMap) or a YAML/JSON map, overridden per node by CiliumNodeConfig
 //! defaults, and by command-line flags of the same names. Pure: callers do the reading.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use ipnet::{Ipv4Net, Ipv6Net};
 
 use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored).
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 15] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -17,7 +19,17 @@ pub const KEYS: [&str; 8] = [
     "ipam-cilium-node-update-rate",
     "enable-health-checking",
     "only-masquerade-default-pool",
+    "enable-bpf-masquerade",
+    "enable-ipv4-masquerade",
+    "devices",
+    "enable-ip-masq-agent",
+    "ip-masq-agent-config-path",
+    "ipv4-native-routing-cidr",
+    "ipv6-native-routing-cidr",
 ];
+
+/// Cilium's `ip-masq-agent-config-path` default.
+pub const DEFAULT_IP_MASQ_AGENT_CONFIG: &str = "/etc/config/ip-masq-agent";
 
 /// The resolved configuration.
 #[expect(
@@ -42,6 +54,20 @@ pub struct AgentConfig {
     pub health_checking: bool,
     /// `only-masquerade-default-pool` (default false).
     pub only_masquerade_default_pool: bool,
+    /// `enable-bpf-masquerade` (default false): masquerade pod traffic in `to_netdev`.
+    pub enable_bpf_masquerade: bool,
+    /// `enable-ipv4-masquerade` (default true).
+    pub enable_ipv4_masquerade: bool,
+    /// `devices`: native devices (empty: the device of the IPv4 default route).
+    pub devices: Vec<String>,
+    /// `enable-ip-masq-agent` (default false): read non-masquerade CIDRs from a file.
+    pub enable_ip_masq_agent: bool,
+    /// `ip-masq-agent-config-path` (default `/etc/config/ip-masq-agent`).
+    pub ip_masq_agent_config_path: PathBuf,
+    /// `ipv4-native-routing-cidr`: destinations that keep the pod address.
+    pub ipv4_native_routing_cidr: Option<Ipv4Net>,
+    /// `ipv6-native-routing-cidr`.
+    pub ipv6_native_routing_cidr: Option<Ipv6Net>,
 }
 
 impl Default for AgentConfig {
@@ -55,6 +81,13 @@ impl Default for AgentConfig {
             node_update_rate: Duration::from_secs(15),
             health_checking: true,
             only_masquerade_default_pool: false,
+            enable_bpf_masquerade: false,
+            enable_ipv4_masquerade: true,
+            devices: Vec::new(),
+            enable_ip_masq_agent: false,
+            ip_masq_agent_config_path: PathBuf::from(DEFAULT_IP_MASQ_AGENT_CONFIG),
+            ipv4_native_routing_cidr: None,
+            ipv6_native_routing_cidr: None,
         }
     }
 }
@@ -123,8 +156,17 @@ impl AgentConfig {
                     config.node_update_rate = parse_duration(value)
                         .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;
                 }
-                _ => {}
+                _ => masquerade_key(&mut config, key, value)?,
             }
+        }
+        if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
+            return Err(ConfigError {
+                key: "only-masquerade-default-pool".into(),
+                value: "true".into(),
+                expected: "enable-bpf-masquerade=true as well (--only-masquerade-default-pool \
+                           requires --enable-bpf-masquerade to be enabled)"
+                    .into(),
+            });
         }
         if !config.enable_ipv4 && !config.enable_ipv6 {
             return Err(ConfigError {
@@ -135,6 +177,49 @@ impl AgentConfig {
         }
         Ok(config)
     }
+}
+
+/// The masquerade keys; unknown keys are ignored.
+fn masquerade_key(config: &mut AgentConfig, key: &str, value: &str) -> Result<(), ConfigError> {
+    let bad = |expected: &str| ConfigError {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    };
+    match key {
+        "enable-bpf-masquerade" => {
+            config.enable_bpf_masquerade = parse_bool(value).ok_or_else(|| bad("true or false"))?;
+        }
+        "enable-ipv4-masquerade" => {
+            config.enable_ipv4_masquerade =
+                parse_bool(value).ok_or_else(|| bad("true or false"))?;
+        }
+        "enable-ip-masq-agent" => {
+            config.enable_ip_masq_agent = parse_bool(value).ok_or_else(|| bad("true or false"))?;
+        }
+        "devices" => {
+            config.devices = value
+                .split([',', ' '])
+                .filter(|d| !d.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        "ip-masq-agent-config-path" if !value.is_empty() => {
+            config.ip_masq_agent_config_path = PathBuf::from(value);
+        }
+        "ipv4-native-routing-cidr" if !value.is_empty() => {
+            config.ipv4_native_routing_cidr = Some(value.parse().map_err(|_| {
+                bad("an IPv4 CIDR (ipv4-native-routing-cidr must be an IPv4 CIDR)")
+            })?);
+        }
+        "ipv6-native-routing-cidr" if !value.is_empty() => {
+            config.ipv6_native_routing_cidr = Some(value.parse().map_err(|_| {
+                bad("an IPv6 CIDR (ipv6-native-routing-cidr must be an IPv6 CIDR)")
+            })?);
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -214,6 +299,39 @@ mod tests {
         assert!(e.to_string().contains("Unknown IPAM backend magic"), "{e}");
         let e = AgentConfig::resolve([&layer(&[("enable-ipv4", "false")])]).expect_err("none");
         assert!(e.to_string().contains("at least one"), "{e}");
+    }
+
+    #[test]
+    fn masquerade_keys() {
+        let c = AgentConfig::resolve([&layer(&[
+            ("enable-bpf-masquerade", "true"),
+            ("devices", "eth0,eth1"),
+            ("enable-ip-masq-agent", "true"),
+            ("ipv4-native-routing-cidr", "10.0.0.0/8"),
+            ("ipv6-native-routing-cidr", "fd00::/100"),
+            ("only-masquerade-default-pool", "true"),
+        ])])
+        .expect("valid");
+        assert!(c.enable_bpf_masquerade && c.enable_ip_masq_agent && c.enable_ipv4_masquerade);
+        assert_eq!(c.devices, ["eth0", "eth1"]);
+        assert_eq!(
+            c.ipv4_native_routing_cidr,
+            Some("10.0.0.0/8".parse().expect("cidr"))
+        );
+        assert_eq!(
+            c.ip_masq_agent_config_path,
+            PathBuf::from(DEFAULT_IP_MASQ_AGENT_CONFIG)
+        );
+        let e = AgentConfig::resolve([&layer(&[("ipv4-native-routing-cidr", "fd00::/8")])])
+            .expect_err("v6 in the v4 key");
+        assert!(e.to_string().contains("must be an IPv4 CIDR"), "{e}");
+        let e = AgentConfig::resolve([&layer(&[("only-masquerade-default-pool", "true")])])
+            .expect_err("needs bpf masquerade");
+        assert!(
+            e.to_string()
+                .contains("--only-masquerade-default-pool requires --enable-bpf-masquerade"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -9,5 +9,6 @@ pub mod daemon;
 pub mod datapath;
 pub mod fsutil;
 pub mod ipam;
+pub mod masq;
 pub mod simulate;
 pub mod store;

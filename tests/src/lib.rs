@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod bench;
 pub mod containerd;
+pub mod external;
 pub mod frames;
 pub mod kube;
 
@@ -233,6 +234,11 @@ impl Node {
 
     /// Wire pod number `n` (1..=200): `10.77.0.(10+n)` and `fd00:77::(10+n)`.
     pub fn add_pod(&mut self, n: u8) -> Pod {
+        self.add_pod_with(n, 0, 0)
+    }
+
+    /// As [`Node::add_pod`], with endpoint flags (`ENDPOINT_F_*`) and a pool id.
+    pub fn add_pod_with(&mut self, n: u8, flags: u32, pool_id: u32) -> Pod {
         let netns = NamedNetNs::new();
         let v4 = Ipv4Addr::new(10, 77, 0, 10 + n);
         let v6 = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 10 + u16::from(n));
@@ -247,8 +253,8 @@ impl Node {
             gateway_v4: Some(GATEWAY_V4),
             gateway_v6: Some(GATEWAY_V6),
             identity: agent_common::identity::MIN_ALLOCATED + u32::from(n),
-            pool_id: 0,
-            flags: 0,
+            pool_id,
+            flags,
             mtu: None,
         };
         self.runtime

@@ -1,5 +1,6 @@
 //! Stock bpftool reads weft's pinned maps with field names (BTF maps): the endpoints map as
-//! JSON with `formatted` keys and values, and `map show` with the expected shape.
+//! JSON with `formatted` keys and values, and `map show` with the expected shape; the
+//! IPCache and exclusion tries (`prefix_len` + named key data), the NAT map (ports as numbers).
 
 use std::{net::IpAddr, process::Command};
 
@@ -82,4 +83,67 @@ fn counters_dump_with_named_fields_per_cpu() {
         .sum();
     assert_eq!(packets, node.counters()["redirect_local"]);
     assert!(packets >= 2);
+}
+
+#[test]
+fn ipcache_masq_and_nat_maps_dump_with_named_fields() {
+    use agent_common::{
+        masq::{MASQ_F_IP_MASQ_AGENT, POOL_ANY},
+        nat::{IPPROTO_UDP, NAT_DIR_EGRESS},
+    };
+    use weft_agent::datapath::{IpcacheEntry, MasqExclusion};
+
+    let mut node = Node::new();
+    let dp = &mut node.datapath;
+    dp.upsert_ipcache(
+        "10.78.0.0/16".parse().expect("cidr"),
+        &IpcacheEntry::identity(300),
+    )
+    .expect("ipcache");
+    dp.sync_masq_exclusions(&[MasqExclusion {
+        pool_id: POOL_ANY,
+        cidr: "192.0.2.0/24".parse().expect("cidr"),
+        flags: MASQ_F_IP_MASQ_AGENT,
+    }])
+    .expect("masq");
+    let tuple = agent_common::NatTuple4 {
+        daddr: [8, 8, 8, 8],
+        saddr: [10, 77, 0, 11],
+        dport: 53,
+        sport: 40000,
+        nexthdr: IPPROTO_UDP,
+        flags: NAT_DIR_EGRESS,
+    };
+    let entry = agent_common::NatEntry4 {
+        created: 1,
+        to_addr: [172, 31, 0, 2],
+        to_port: 40001,
+        flags: 0,
+    };
+    dp.upsert_nat4(&tuple, &entry).expect("nat");
+    let pins = node.config().pin_dir.clone();
+
+    let dump = bpftool_json(&["map", "dump", "pinned"], &pins.join(maps::IPCACHE));
+    let f = &dump[0]["formatted"];
+    assert_eq!(f["key"]["prefix_len"], 32 + 16, "{dump}");
+    assert_eq!(f["key"]["data"]["family"], 1, "{dump}");
+    assert_eq!(f["key"]["data"]["ip"][1], 78, "{dump}");
+    assert_eq!(f["value"]["sec_identity"], 300, "{dump}");
+
+    let dump = bpftool_json(&["map", "dump", "pinned"], &pins.join(maps::MASQ_EXCLUDE));
+    let f = &dump[0]["formatted"];
+    assert_eq!(f["key"]["data"]["pool_id"], u64::from(POOL_ANY), "{dump}");
+    assert_eq!(f["key"]["prefix_len"], 64 + 24, "{dump}");
+    assert_eq!(f["value"]["flags"], MASQ_F_IP_MASQ_AGENT, "{dump}");
+
+    let dump = bpftool_json(&["map", "dump", "pinned"], &pins.join(maps::NAT4));
+    let f = &dump[0]["formatted"];
+    assert_eq!(f["key"]["sport"], 40000, "ports print as numbers: {dump}");
+    assert_eq!(f["key"]["daddr"], serde_json::json!([8, 8, 8, 8]), "{dump}");
+    assert_eq!(f["value"]["to_port"], 40001, "{dump}");
+    assert_eq!(
+        f["value"]["to_addr"],
+        serde_json::json!([172, 31, 0, 2]),
+        "{dump}"
+    );
 }

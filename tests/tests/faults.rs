@@ -173,3 +173,37 @@ fn unprivileged_agent_names_what_it_needs() {
         );
     }
 }
+
+#[test]
+fn pins_of_retired_map_layouts_are_removed_on_load() {
+    require_root();
+    let _netns = ThreadNetNs::new();
+    let dir = PinDir(Path::new("/sys/fs/bpf").join(unique("weft-test-")));
+    std::fs::create_dir_all(&dir.0).expect("pin dir");
+    let old = dir.0.join("weft_ctrs_v1");
+    run(Command::new("bpftool")
+        .args(["map", "create"])
+        .arg(&old)
+        .args([
+            "type",
+            "percpu_array",
+            "key",
+            "4",
+            "value",
+            "16",
+            "entries",
+            "6",
+            "name",
+            "weft_ctrs_v1",
+        ]));
+    let _dp = Datapath::load(&DatapathConfig {
+        pin_dir: dir.0.clone(),
+        ..Default::default()
+    })
+    .unwrap_or_else(|e| panic!("{}", report(&e)));
+    assert!(!old.exists(), "the v1 counters pin is gone");
+    assert!(
+        dir.0.join(maps::COUNTERS).exists(),
+        "the current one is pinned"
+    );
+}

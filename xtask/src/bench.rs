@@ -31,6 +31,9 @@ pub enum BenchTarget {
     /// CNI ADD latency against the bridge plugin and IPAM allocator throughput
     /// (`weft-tests` binary `bench-ipam`).
     Ipam,
+    /// Per-packet cost of masquerading (`to_netdev`, `from_netdev`) under
+    /// `BPF_PROG_TEST_RUN` against an empty program (`weft-tests` binary `bench-masq`).
+    Masq,
     /// `ctr run --cni --rm … true` round trips on Debian's containerd through weft against
     /// the bridge plugin (`weft-tests` binary `bench-runtime`).
     Runtime,
@@ -42,6 +45,7 @@ impl BenchTarget {
         match self {
             Self::Datapath => ("weft-tests", "bench-datapath"),
             Self::Ipam => ("weft-tests", "bench-ipam"),
+            Self::Masq => ("weft-tests", "bench-masq"),
             Self::Runtime => ("weft-tests", "bench-runtime"),
         }
     }

@@ -7,6 +7,7 @@
 //! Cilium's refresh) re-feeds IPAM and writes back what the agent owns in its CiliumNode.
 //! All pod operations run under one lock, so allocations never race.
 
+mod netdev;
 mod ops;
 mod records;
 mod result;
@@ -77,6 +78,27 @@ pub enum DaemonError {
     /// The CNI socket could not be served.
     #[error("CNI socket")]
     Socket(#[from] server::ServerError),
+    /// Masquerading is on but no native device was given or found.
+    #[error(
+        "enable-bpf-masquerade is set but there is no native device: set `devices` (there is \
+         no IPv4 default route to pick one from)"
+    )]
+    NoNativeDevice,
+    /// A native device named in `devices` does not exist.
+    #[error("native device {device} (from `devices`) does not exist")]
+    DeviceMissing {
+        /// The device.
+        device: String,
+    },
+    /// A native device's addresses (or the default route) could not be read.
+    #[error("reading native device {device}")]
+    Device {
+        /// The device.
+        device: String,
+        /// The netlink error.
+        #[source]
+        source: crate::datapath::netlink::NetlinkError,
+    },
 }
 
 /// An error and its sources on one line (for CNI error details).
@@ -103,6 +125,8 @@ pub(crate) struct State {
     pub(crate) router: Vec<IpAddr>,
     /// Addresses of records not yet restored (nothing new is handed out until empty).
     pub(crate) unrestored: Vec<(IpAddr, String, String)>,
+    /// Native devices and masquerade exclusions.
+    pub(crate) net: netdev::NodeNet,
 }
 
 /// The running agent.
@@ -143,6 +167,7 @@ impl Daemon {
         info!(socket = %daemon.opts.socket.display(), node = %daemon.opts.node_name, "weft-agent ready");
         let mut snapshots = daemon.store.snapshots();
         let mut tick = tokio::time::interval(Duration::from_mins(1));
+        let masq_file = daemon.masq_watch().await;
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -151,6 +176,10 @@ impl Daemon {
                     if changed.is_err() {
                         break;
                     }
+                }
+                () = notified(masq_file.as_deref()) => {
+                    netdev::reload_masq(&mut *daemon.state.lock().await);
+                    continue;
                 }
                 _ = tick.tick() => {}
             }
@@ -164,12 +193,35 @@ impl Daemon {
         Ok(())
     }
 
-    /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back.
+    /// Watch the ip-masq-agent file, if masquerading reads one (a watch that cannot be set
+    /// up is logged; the one-minute tick still re-reads the file).
+    async fn masq_watch(&self) -> Option<Arc<tokio::sync::Notify>> {
+        let state = self.state.lock().await;
+        let path = state
+            .net
+            .masq
+            .as_ref()?
+            .config()
+            .ip_masq_agent_config
+            .clone()?;
+        match crate::masq::watch_file(&path) {
+            Ok(notify) => Some(notify),
+            Err(error) => {
+                warn!(error = %chain(&error), "ip-masq-agent changes are picked up every minute");
+                None
+            }
+        }
+    }
+
+    /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back; keep the
+    /// node's addresses in the IPCache and re-read the masquerade exclusions.
     pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
         let mut state = self.state.lock().await;
         state.snapshot = Arc::clone(&snapshot);
         state.ipam.observe_node(snapshot.own_node());
         startup::finish_restore(&mut state, &self.opts);
+        netdev::sync_host_ips(&mut state, snapshot.own_node());
+        netdev::reload_masq(&mut state);
         let write = state
             .ipam
             .node_write(snapshot.own_node(), std::time::Instant::now());
@@ -177,5 +229,13 @@ impl Daemon {
         if write != crate::store::NodeWrite::default() {
             self.store.write_node(write);
         }
+    }
+}
+
+/// Resolves when `notify` fires; never without one.
+async fn notified(notify: Option<&tokio::sync::Notify>) {
+    match notify {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }

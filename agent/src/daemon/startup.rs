@@ -20,7 +20,7 @@ use crate::{
 pub const ROUTER_OWNER: &str = "router";
 
 pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
-    let datapath = Datapath::load(&opts.datapath)?;
+    let mut datapath = Datapath::load(&opts.datapath)?;
     let early = AgentConfig::resolve([&opts.config_file, &opts.config_flags])?;
     let store = EmbeddedStore::open(&opts.store_dir, &opts.node_name, early.node_update_rate)?;
     let snapshot = store.snapshots().borrow().clone();
@@ -32,6 +32,7 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
     let per_node = resolve_node_config(&configs, &labels)?;
     let config = AgentConfig::resolve([&opts.config_file, &per_node, &opts.config_flags])?;
     info!(ipam = %config.ipam, default_pool = %config.default_pool, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, "configuration");
+    let net = super::netdev::setup(&mut datapath, &config).await?;
     let mut ipam = IpamManager::new(ipam_config(&config))?;
     ipam.observe_node(snapshot.own_node());
     let records = Records::open(&opts.state_dir)?;
@@ -42,6 +43,7 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
         rng: fastrand::Rng::new(),
         router: Vec::new(),
         unrestored: Vec::new(),
+        net,
     };
     state.unrestored = unrestored(&records, &mut state).await?;
     finish_restore(&mut state, &opts);

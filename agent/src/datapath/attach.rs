@@ -1,14 +1,17 @@
-//! tc attachment of `from_container` to host-side veths.
+//! tc attachment of weft's programs: `from_container` on host-side veths (ingress),
+//! `to_netdev` / `from_netdev` on native devices (egress / ingress). One code path serves
+//! every [`Hook`].
 //!
-//! TCX (kernel 6.6+): links pinned at `<pin_dir>/links/from_container/<ifname>`. A pinned link
+//! TCX (kernel 6.6+): links pinned at `<pin_dir>/links/<program>/<ifname>`. A pinned link
 //! keeps the program attached while no agent runs; on start every pinned link is switched to the
 //! newly loaded program with an atomic `bpf_link_update`, so forwarding never pauses. Links whose
 //! interface is gone are unpinned.
 //!
 //! Netlink tc (older kernels, or forced): a `clsact` qdisc and a direct-action filter at
-//! priority 1, handle 1, named `from_container`, as Cilium's legacy attach does. Filters live in
-//! the kernel without the agent; on start the agent replaces the filter on every interface in
-//! the interfaces map with the new program (an atomic netlink replace).
+//! priority 1, handle 1, named after the program, as Cilium's legacy attach does. Filters live
+//! in the kernel without the agent; on start the agent replaces the filter on every interface
+//! its maps list (interfaces map for veths, native-devices map for devices) with the new
+//! program (an atomic netlink replace).
 
 use std::{fs, io, path::PathBuf};
 
@@ -22,7 +25,32 @@ use tracing::{debug, info};
 
 use super::{Datapath, DatapathError, bpffs};
 
-const PROGRAM: &str = maps::PROG_FROM_CONTAINER;
+/// A program and the tc hook it runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Hook {
+    /// Program name in the object (also the netlink filter name and the links subdirectory).
+    pub program: &'static str,
+    /// Ingress or egress.
+    pub attach_type: TcAttachType,
+}
+
+/// `from_container` on tc ingress of host-side veths.
+pub(super) const FROM_CONTAINER: Hook = Hook {
+    program: maps::PROG_FROM_CONTAINER,
+    attach_type: TcAttachType::Ingress,
+};
+/// `to_netdev` on tc egress of native devices.
+pub(super) const TO_NETDEV: Hook = Hook {
+    program: maps::PROG_TO_NETDEV,
+    attach_type: TcAttachType::Egress,
+};
+/// `from_netdev` on tc ingress of native devices.
+pub(super) const FROM_NETDEV: Hook = Hook {
+    program: maps::PROG_FROM_NETDEV,
+    attach_type: TcAttachType::Ingress,
+};
+/// Every hook, in the order links are re-adopted on start.
+pub(super) const HOOKS: [Hook; 3] = [FROM_CONTAINER, TO_NETDEV, FROM_NETDEV];
 /// Netlink filter priority and handle (Cilium's defaults).
 const NL_PRIORITY: u16 = 1;
 const NL_HANDLE: TcHandle = TcHandle::new(0, 1);
@@ -57,8 +85,8 @@ impl AttachMode {
 }
 
 impl Datapath {
-    fn links_dir(&self) -> PathBuf {
-        self.pin_dir.join("links").join(PROGRAM)
+    fn links_dir(&self, hook: Hook) -> PathBuf {
+        self.pin_dir.join("links").join(hook.program)
     }
 
     /// Attach `from_container` to tc ingress of `ifname` (idempotent).
@@ -66,30 +94,7 @@ impl Datapath {
     /// # Errors
     /// The interface does not exist, or the kernel refused the attachment.
     pub fn attach_from_container(&mut self, ifname: &str) -> Result<(), DatapathError> {
-        if self.attach_mode == AttachMode::Netlink {
-            let program = self.classifier(PROGRAM)?;
-            attach_netlink(program, ifname)?;
-            info!(ifname, "attached from_container (netlink tc)");
-            return Ok(());
-        }
-        let dir = self.links_dir();
-        bpffs::create_dir(&dir)?;
-        let path = dir.join(ifname);
-        let program = self.classifier(PROGRAM)?;
-        if path.exists() {
-            // Our own link already; make sure it runs this program.
-            return readopt(program, &path, ifname).map(|_| ());
-        }
-        let id = program
-            .attach_with_options(
-                ifname,
-                TcAttachType::Ingress,
-                TcAttachOptions::TcxOrder(LinkOrder::default()),
-            )
-            .map_err(|source| program_error("attaching", ifname, source))?;
-        pin_link(program, id, &path, ifname)?;
-        info!(ifname, "attached from_container");
-        Ok(())
+        self.attach_hook(FROM_CONTAINER, ifname)
     }
 
     /// Detach `from_container` from `ifname` (unpin its TCX link, or delete its netlink
@@ -98,19 +103,7 @@ impl Datapath {
     /// # Errors
     /// The pin or filter exists but cannot be removed.
     pub fn detach_from_container(&mut self, ifname: &str) -> Result<bool, DatapathError> {
-        if self.attach_mode == AttachMode::Netlink {
-            return match tc::qdisc_detach_program(ifname, TcAttachType::Ingress, PROGRAM) {
-                Ok(()) => Ok(true),
-                Err(TcError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-                Err(source) => Err(program_error("detaching", ifname, source.into())),
-            };
-        }
-        let path = self.links_dir().join(ifname);
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(source) => Err(DatapathError::Pin { path, source }),
-        }
+        self.detach_hook(FROM_CONTAINER, ifname)
     }
 
     /// Interfaces that have a pinned `from_container` TCX link (empty in netlink mode, where
@@ -119,7 +112,57 @@ impl Datapath {
     /// # Errors
     /// The links directory cannot be read.
     pub fn attached_interfaces(&self) -> Result<Vec<String>, DatapathError> {
-        let dir = self.links_dir();
+        self.attached(FROM_CONTAINER)
+    }
+
+    /// Attach `hook`'s program to `ifname` (idempotent).
+    pub(super) fn attach_hook(&mut self, hook: Hook, ifname: &str) -> Result<(), DatapathError> {
+        if self.attach_mode == AttachMode::Netlink {
+            let program = self.classifier(hook.program)?;
+            attach_netlink(program, hook, ifname)?;
+            info!(ifname, program = hook.program, "attached (netlink tc)");
+            return Ok(());
+        }
+        let dir = self.links_dir(hook);
+        bpffs::create_dir(&dir)?;
+        let path = dir.join(ifname);
+        let program = self.classifier(hook.program)?;
+        if path.exists() {
+            // Our own link already; make sure it runs this program.
+            return readopt(program, hook, &path, ifname).map(|_| ());
+        }
+        let id = program
+            .attach_with_options(
+                ifname,
+                hook.attach_type,
+                TcAttachOptions::TcxOrder(LinkOrder::default()),
+            )
+            .map_err(|source| program_error(hook, "attaching", ifname, source))?;
+        pin_link(program, hook, id, &path, ifname)?;
+        info!(ifname, program = hook.program, "attached");
+        Ok(())
+    }
+
+    /// Detach `hook`'s program from `ifname`; `Ok(false)` if it was not attached.
+    pub(super) fn detach_hook(&mut self, hook: Hook, ifname: &str) -> Result<bool, DatapathError> {
+        if self.attach_mode == AttachMode::Netlink {
+            return match tc::qdisc_detach_program(ifname, hook.attach_type, hook.program) {
+                Ok(()) => Ok(true),
+                Err(TcError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(source) => Err(program_error(hook, "detaching", ifname, source.into())),
+            };
+        }
+        let path = self.links_dir(hook).join(ifname);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(DatapathError::Pin { path, source }),
+        }
+    }
+
+    /// Interfaces with a pinned TCX link of `hook` (empty in netlink mode).
+    pub(super) fn attached(&self, hook: Hook) -> Result<Vec<String>, DatapathError> {
+        let dir = self.links_dir(hook);
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -138,26 +181,42 @@ impl Datapath {
     }
 }
 
-/// Switch every attachment to the freshly loaded program; forget those whose device is gone.
+/// Switch every attachment to the freshly loaded programs; forget those whose device is gone.
 pub(super) fn adopt_links(datapath: &mut Datapath) -> Result<(), DatapathError> {
+    for hook in HOOKS {
+        adopt_hook(datapath, hook)?;
+    }
+    Ok(())
+}
+
+fn adopt_hook(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> {
     if datapath.attach_mode == AttachMode::Netlink {
-        for ifindex in datapath.iface_indexes()? {
+        let ifindexes = if hook == FROM_CONTAINER {
+            datapath.iface_indexes()?
+        } else {
+            datapath.netdev_indexes()?
+        };
+        for ifindex in ifindexes {
             let Ok(ifname) = nix::net::if_::if_indextoname(ifindex) else {
                 info!(ifindex, "interface gone; nothing to re-attach");
                 continue;
             };
             let ifname = ifname.to_string_lossy().into_owned();
-            let program = datapath.classifier(PROGRAM)?;
-            attach_netlink(program, &ifname)?;
+            let program = datapath.classifier(hook.program)?;
+            attach_netlink(program, hook, &ifname)?;
         }
         return Ok(());
     }
-    let dir = datapath.links_dir();
-    for ifname in datapath.attached_interfaces()? {
+    let dir = datapath.links_dir(hook);
+    for ifname in datapath.attached(hook)? {
         let path = dir.join(&ifname);
-        let program = datapath.classifier(PROGRAM)?;
-        if !readopt(program, &path, &ifname)? {
-            info!(ifname, "interface gone; removed its link pin");
+        let program = datapath.classifier(hook.program)?;
+        if !readopt(program, hook, &path, &ifname)? {
+            info!(
+                ifname,
+                program = hook.program,
+                "interface gone; removed its link pin"
+            );
             fs::remove_file(&path).map_err(|source| DatapathError::Pin { path, source })?;
         }
     }
@@ -167,6 +226,7 @@ pub(super) fn adopt_links(datapath: &mut Datapath) -> Result<(), DatapathError> 
 /// Point the pinned link at `program`. `Ok(false)`: the link is defunct (interface deleted).
 fn readopt(
     program: &mut SchedClassifier,
+    hook: Hook,
     path: &PathBuf,
     ifname: &str,
 ) -> Result<bool, DatapathError> {
@@ -185,7 +245,7 @@ fn readopt(
             // The pin keeps the link; drop our handle without detaching.
             let link = program
                 .take_link(id)
-                .map_err(|source| program_error("taking the link of", ifname, source))?;
+                .map_err(|source| program_error(hook, "taking the link of", ifname, source))?;
             drop(
                 FdLink::try_from(link).map_err(|source: LinkError| DatapathError::Link {
                     path: path.clone(),
@@ -200,20 +260,31 @@ fn readopt(
         {
             Ok(false)
         }
-        Err(source) => Err(program_error("re-attaching", ifname, source)),
+        Err(source) => Err(program_error(hook, "re-attaching", ifname, source)),
     }
 }
 
 /// Attach (or atomically replace) our netlink filter on `ifname` and leave it in the kernel.
-fn attach_netlink(program: &mut SchedClassifier, ifname: &str) -> Result<(), DatapathError> {
+fn attach_netlink(
+    program: &mut SchedClassifier,
+    hook: Hook,
+    ifname: &str,
+) -> Result<(), DatapathError> {
     match tc::qdisc_add_clsact(ifname) {
         Ok(()) => {}
         Err(TcError::NetlinkError(e)) if e.raw_os_error() == Some(libc::EEXIST) => {}
-        Err(source) => return Err(program_error("adding clsact for", ifname, source.into())),
+        Err(source) => {
+            return Err(program_error(
+                hook,
+                "adding clsact for",
+                ifname,
+                source.into(),
+            ));
+        }
     }
     // Replace our filter if a previous agent left it; create it otherwise.
     let replaced =
-        SchedClassifierLink::attached(ifname, TcAttachType::Ingress, NL_PRIORITY, NL_HANDLE, None)
+        SchedClassifierLink::attached(ifname, hook.attach_type, NL_PRIORITY, NL_HANDLE, None)
             .ok()
             .and_then(|link| program.attach_to_link(link).ok());
     let id = match replaced {
@@ -221,18 +292,18 @@ fn attach_netlink(program: &mut SchedClassifier, ifname: &str) -> Result<(), Dat
         None => program
             .attach_with_options(
                 ifname,
-                TcAttachType::Ingress,
+                hook.attach_type,
                 TcAttachOptions::Netlink(NlOptions {
                     priority: NL_PRIORITY,
                     handle: NL_HANDLE,
                     classid: None,
                 }),
             )
-            .map_err(|source| program_error("attaching", ifname, source))?,
+            .map_err(|source| program_error(hook, "attaching", ifname, source))?,
     };
     let link = program
         .take_link(id)
-        .map_err(|source| program_error("taking the link of", ifname, source))?;
+        .map_err(|source| program_error(hook, "taking the link of", ifname, source))?;
     // The filter must outlive this process: never run the link's detach-on-drop.
     std::mem::forget(link);
     Ok(())
@@ -240,13 +311,14 @@ fn attach_netlink(program: &mut SchedClassifier, ifname: &str) -> Result<(), Dat
 
 fn pin_link(
     program: &mut SchedClassifier,
+    hook: Hook,
     id: tc::SchedClassifierLinkId,
     path: &PathBuf,
     ifname: &str,
 ) -> Result<(), DatapathError> {
     let link = program
         .take_link(id)
-        .map_err(|source| program_error("taking the link of", ifname, source))?;
+        .map_err(|source| program_error(hook, "taking the link of", ifname, source))?;
     let fd_link = FdLink::try_from(link).map_err(|source| DatapathError::Link {
         path: path.clone(),
         source: Box::new(source),
@@ -259,13 +331,14 @@ fn pin_link(
 }
 
 fn program_error(
+    hook: Hook,
     action: &'static str,
     ifname: &str,
     source: aya::programs::ProgramError,
 ) -> DatapathError {
     DatapathError::Program {
         action,
-        program: PROGRAM,
+        program: hook.program,
         ifname: ifname.into(),
         source: Box::new(source),
     }

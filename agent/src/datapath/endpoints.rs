@@ -64,7 +64,20 @@ pub fn format_mac(mac: MacAddr) -> String {
     mac.map(|b| format!("{b:02x}")).join(":")
 }
 
-fn map_err(map: &'static str, action: &'static str) -> impl FnOnce(MapError) -> DatapathError {
+/// Does `error` mean "no such key" (aya reports it either way, depending on the call)?
+pub(super) fn is_not_found(error: &MapError) -> bool {
+    match error {
+        MapError::KeyNotFound => true,
+        MapError::SyscallError(e) => e.io_error.raw_os_error() == Some(libc::ENOENT),
+        _ => false,
+    }
+}
+
+/// Wrap a map error with the map's name and what was attempted.
+pub(super) fn map_err(
+    map: &'static str,
+    action: &'static str,
+) -> impl FnOnce(MapError) -> DatapathError {
     move |source| DatapathError::Map {
         map,
         action,

@@ -52,6 +52,7 @@ impl Datapath {
     pub fn load(config: &DatapathConfig) -> Result<Self, DatapathError> {
         let pin_dir = config.pin_dir.clone();
         bpffs::prepare(&pin_dir)?;
+        remove_retired(&pin_dir)?;
         check_pins(&pin_dir)?;
         let mut loader = EbpfLoader::new();
         for name in maps::PINNED_MAPS {
@@ -75,7 +76,9 @@ impl Datapath {
             pin_dir,
             attach_mode,
         };
-        datapath.load_program(maps::PROG_FROM_CONTAINER)?;
+        for hook in attach::HOOKS {
+            datapath.load_program(hook.program)?;
+        }
         attach::adopt_links(&mut datapath)?;
         Ok(datapath)
     }
@@ -123,6 +126,21 @@ impl Datapath {
             source: Box::new(source),
         })
     }
+}
+
+/// Unpin maps of layouts this build replaced (a counters map of fewer reasons, ...).
+fn remove_retired(pin_dir: &Path) -> Result<(), DatapathError> {
+    for name in maps::RETIRED_MAPS {
+        let path = pin_dir.join(name);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                tracing::info!(pin = %path.display(), "removed the pin of a retired map layout");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(DatapathError::Pin { path, source }),
+        }
+    }
+    Ok(())
 }
 
 /// Refuse to adopt a pinned map whose type, key, value, capacity or flags differ from the

@@ -7,7 +7,11 @@
 mod attach;
 mod bpffs;
 pub mod endpoints;
+pub mod ipcache;
 mod loader;
+pub mod masq;
+pub mod nat;
+pub mod netdev;
 pub mod netlink;
 pub mod netns;
 mod pod;
@@ -16,7 +20,11 @@ use std::{io, net::IpAddr, path::PathBuf};
 
 pub use attach::AttachMode;
 pub use endpoints::{CounterRow, EndpointRow};
+pub use ipcache::{IpcacheEntry, IpcacheRow};
 pub use loader::{Datapath, DatapathConfig, ELF};
+pub use masq::{MasqExclusion, MasqRow, MasqSync};
+pub use nat::NatRow;
+pub use netdev::{NetdevConfig, NetdevRow};
 pub use pod::{PodSpec, host_ifname};
 
 /// Default bpffs directory for weft's pinned maps and links.
@@ -156,6 +164,15 @@ pub enum DatapathError {
         /// The netlink error.
         #[source]
         source: Box<netlink::NetlinkError>,
+    },
+    /// A native device named on the command line or in the configuration does not exist.
+    #[error("no network device named {ifname}")]
+    NoDevice {
+        /// The name.
+        ifname: String,
+        /// The lookup error.
+        #[source]
+        source: nix::Error,
     },
     /// The endpoints map is full.
     #[error("cannot add endpoint {ip}: the endpoints map is full")]

@@ -1,6 +1,6 @@
 //! The host side of a pod as one transaction: veth pair and addresses (`netlink`), the
-//! `from_container` attachment, the interface entry and one endpoint per address. Either all of
-//! it exists afterwards or none of it does.
+//! `from_container` attachment, the interface entry, and one endpoint and one IPCache entry
+//! (the pod's identity) per address. Either all of it exists afterwards or none of it does.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
@@ -12,6 +12,7 @@ use tracing::warn;
 
 use super::{
     Datapath, DatapathError,
+    ipcache::{IpcacheEntry, host_prefix},
     netlink::{self, PodIface, PodIfaceSpec},
 };
 
@@ -105,6 +106,7 @@ impl Datapath {
         };
         for ip in spec.addrs {
             self.upsert_endpoint(*ip, &info)?;
+            self.upsert_ipcache(host_prefix(*ip), &IpcacheEntry::identity(spec.identity))?;
         }
         Ok(())
     }
@@ -139,6 +141,7 @@ impl Datapath {
             .collect();
         for ip in &addrs {
             self.remove_endpoint(*ip)?;
+            self.remove_ipcache(host_prefix(*ip))?;
         }
         self.remove_iface(ifindex)?;
         self.detach_from_container(&host)?;
@@ -156,6 +159,9 @@ impl Datapath {
         for ip in addrs {
             if let Err(error) = self.remove_endpoint(*ip) {
                 warn!(%error, %ip, "undo: removing endpoint");
+            }
+            if let Err(error) = self.remove_ipcache(host_prefix(*ip)) {
+                warn!(%error, %ip, "undo: removing IPCache entry");
             }
         }
         if let Err(error) = self.remove_iface(ifindex) {

@@ -45,7 +45,7 @@ fn endpoint(ifindex: u32, last: u8) -> EndpointInfo {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

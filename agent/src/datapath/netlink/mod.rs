@@ -32,7 +32,10 @@ use rtnetlink::{
     },
 };
 
+pub use self::addrs::{default_route_device, device_addresses};
 use super::netns::{self, NetNsError};
+
+mod addrs;
 
 /// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
 const MAX_IFNAME_LEN: usize = 15;
@@ -143,6 +146,22 @@ pub enum NetlinkError {
         ifname: String,
         /// The route, in `ip route` syntax.
         route: String,
+        /// The underlying error.
+        #[source]
+        source: rtnetlink::Error,
+    },
+    /// Listing a device's addresses failed.
+    #[error("cannot list the addresses of {ifname}")]
+    GetAddress {
+        /// The interface name.
+        ifname: String,
+        /// The underlying error.
+        #[source]
+        source: rtnetlink::Error,
+    },
+    /// Listing the routing table failed.
+    #[error("cannot list the IPv4 routes")]
+    GetRoute {
         /// The underlying error.
         #[source]
         source: rtnetlink::Error,

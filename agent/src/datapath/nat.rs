@@ -1,0 +1,147 @@
+//! Typed access to the IPv4 masquerade mappings (`LRU_HASH`, two entries per flow). The
+//! datapath makes and ages them; userspace lists them and, in tests and tools, pre-fills them.
+
+use std::{net::Ipv4Addr, time::Duration};
+
+use agent_common::{
+    NatEntry4, NatTuple4, maps,
+    nat::{IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, NAT_DIR_EGRESS, NAT_F_HOST, NAT_F_INBOUND},
+};
+use aya::maps::{HashMap, MapData};
+use serde::Serialize;
+
+use super::{
+    Datapath, DatapathError,
+    endpoints::{is_not_found, map_err},
+};
+
+/// One NAT entry, as the CLI prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NatRow {
+    /// `tcp`, `udp`, `icmp` (or the protocol number).
+    pub proto: String,
+    /// `egress` (rewrites the source) or `ingress` (rewrites the destination of a reply).
+    pub direction: &'static str,
+    /// Source address of the tuple.
+    pub saddr: Ipv4Addr,
+    /// Source port (ICMP: identifier on egress, 0 on ingress).
+    pub sport: u16,
+    /// Destination address of the tuple.
+    pub daddr: Ipv4Addr,
+    /// Destination port (ICMP: 0 on egress, identifier on ingress).
+    pub dport: u16,
+    /// Address written into the packet.
+    pub to_addr: Ipv4Addr,
+    /// Port (or ICMP identifier) written into the packet.
+    pub to_port: u16,
+    /// `snat`, `host` (a node socket's reserved port) or `inbound` (flow opened to the pod).
+    pub kind: &'static str,
+    /// Seconds since the mapping was made.
+    pub age_secs: u64,
+}
+
+fn proto_name(proto: u8) -> String {
+    match proto {
+        IPPROTO_TCP => "tcp".into(),
+        IPPROTO_UDP => "udp".into(),
+        IPPROTO_ICMP => "icmp".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, the clock of `bpf_ktime_get_ns`.
+fn monotonic_now() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map_or(Duration::ZERO, Duration::from)
+}
+
+impl Datapath {
+    fn nat4(&mut self) -> Result<HashMap<&mut MapData, NatTuple4, NatEntry4>, DatapathError> {
+        let map = self
+            .ebpf
+            .map_mut(maps::NAT4)
+            .ok_or(DatapathError::Missing {
+                kind: "map",
+                name: maps::NAT4,
+            })?;
+        HashMap::try_from(map).map_err(map_err(maps::NAT4, "opening"))
+    }
+
+    /// Write one NAT entry (tests and tools; the datapath makes its own).
+    ///
+    /// # Errors
+    /// The write failed.
+    pub fn upsert_nat4(
+        &mut self,
+        tuple: &NatTuple4,
+        entry: &NatEntry4,
+    ) -> Result<(), DatapathError> {
+        self.nat4()?
+            .insert(tuple, entry, 0)
+            .map_err(map_err(maps::NAT4, "inserting"))
+    }
+
+    /// The entry of `tuple`, if any.
+    ///
+    /// # Errors
+    /// The lookup failed for another reason than a miss.
+    pub fn nat4_entry(&mut self, tuple: &NatTuple4) -> Result<Option<NatEntry4>, DatapathError> {
+        match self.nat4()?.get(tuple, 0) {
+            Ok(entry) => Ok(Some(entry)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(source) => Err(DatapathError::Map {
+                map: maps::NAT4,
+                action: "looking up",
+                source: Box::new(source),
+            }),
+        }
+    }
+
+    /// Every NAT entry, egress first, then by tuple.
+    ///
+    /// # Errors
+    /// Iterating the map failed.
+    pub fn list_nat(&mut self) -> Result<Vec<NatRow>, DatapathError> {
+        let now = monotonic_now();
+        let mut rows = Vec::new();
+        for entry in &self.nat4()? {
+            let (t, e) = entry.map_err(map_err(maps::NAT4, "iterating"))?;
+            let kind = if e.flags & NAT_F_HOST != 0 {
+                "host"
+            } else if e.flags & NAT_F_INBOUND != 0 {
+                "inbound"
+            } else {
+                "snat"
+            };
+            rows.push(NatRow {
+                proto: proto_name(t.nexthdr),
+                direction: if t.flags == NAT_DIR_EGRESS {
+                    "egress"
+                } else {
+                    "ingress"
+                },
+                saddr: t.saddr.into(),
+                sport: t.sport,
+                daddr: t.daddr.into(),
+                dport: t.dport,
+                to_addr: e.to_addr.into(),
+                to_port: e.to_port,
+                kind,
+                age_secs: now
+                    .saturating_sub(Duration::from_nanos(e.created))
+                    .as_secs(),
+            });
+        }
+        rows.sort_by(|a, b| {
+            (a.direction, a.saddr, a.sport, a.daddr, a.dport, &a.proto).cmp(&(
+                b.direction,
+                b.saddr,
+                b.sport,
+                b.daddr,
+                b.dport,
+                &b.proto,
+            ))
+        });
+        Ok(rows)
+    }
+}

@@ -1,0 +1,216 @@
+//! The real agent with BPF masquerade on (`--enable-bpf-masquerade --devices wnode
+//! --enable-ip-masq-agent`) in a private node namespace with an external host behind `wnode`:
+//! a default-pool pod reaches the external host as the node, a pod of the `mars` pool
+//! (annotated `skip-masquerade`) with its own address; `weft-agent bpf ipcache|masq|nat|netdev
+//! list` show what the agent programmed; an invalid edit of the ip-masq-agent file is reported
+//! with file and line and changes nothing, a valid one is applied without a restart.
+
+use std::{
+    net::IpAddr,
+    path::PathBuf,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use ipnet::IpNet;
+use serde_json::Value;
+use weft_tests::{
+    NamedNetNs, ThreadNetNs,
+    agent::{Agent, example_store},
+    bin_path,
+    external::{External, NODE_DEV, NODE_IP},
+    require_root, run, unique,
+};
+
+struct Pod {
+    netns: NamedNetNs,
+    v4: IpAddr,
+}
+
+fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
+    let netns = NamedNetNs::new();
+    let call = agent.cni(
+        "ADD",
+        &format!("ctr-{ns}-{name}"),
+        &netns.path().display().to_string(),
+        (ns, name),
+    );
+    assert_eq!(call.code, 0, "ADD {ns}/{name}: {}", call.stdout);
+    let v4 = call.stdout["ips"]
+        .as_array()
+        .expect("ips")
+        .iter()
+        .map(|ip| {
+            ip["address"]
+                .as_str()
+                .expect("address")
+                .parse::<IpNet>()
+                .expect("cidr")
+        })
+        .map(|n| n.addr())
+        .find(IpAddr::is_ipv4)
+        .expect("an IPv4 address");
+    Pod { netns, v4 }
+}
+
+/// `weft-agent bpf <map> list -o json` against the agent's pins.
+fn bpf_list(agent: &Agent, map: &str) -> Vec<Value> {
+    let out = run(Command::new(bin_path("weft-agent"))
+        .arg("--pin-dir")
+        .arg(&agent.pin_dir)
+        .args(["bpf", map, "list", "-o", "json"]));
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("JSON rows");
+    rows.as_array().expect("array").clone()
+}
+
+fn row<'a>(rows: &'a [Value], key: &str, value: &str) -> Option<&'a Value> {
+    rows.iter().find(|r| r[key] == value)
+}
+
+fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// The IPCache (world, host, pod identities), the native device and the NAT entries of `web`
+/// as `weft-agent bpf … list` prints them.
+fn assert_maps_programmed(agent: &Agent, web: &Pod) {
+    let ipcache = bpf_list(agent, "ipcache");
+    let identity = |prefix: &str| row(&ipcache, "prefix", prefix).map(|r| r["identity"].clone());
+    assert_eq!(identity("0.0.0.0/0"), Some(2.into()), "world: {ipcache:?}");
+    assert_eq!(identity("::/0"), Some(2.into()));
+    assert_eq!(
+        identity(&format!("{NODE_IP}/32")),
+        Some(1.into()),
+        "device address is host"
+    );
+    assert_eq!(
+        identity("192.0.2.10/32"),
+        Some(1.into()),
+        "CiliumNode address is host"
+    );
+    assert_eq!(
+        identity(&format!("{}/32", web.v4)),
+        Some(5.into()),
+        "pod: its identity"
+    );
+
+    let netdevs = bpf_list(agent, "netdev");
+    let dev = row(&netdevs, "ifname", NODE_DEV).expect("wnode listed");
+    assert_eq!(dev["masq_v4"], NODE_IP.to_string());
+
+    let nat = bpf_list(agent, "nat");
+    assert!(
+        nat.iter()
+            .any(|r| r["saddr"] == web.v4.to_string() && r["to_addr"] == NODE_IP.to_string()),
+        "{nat:?}"
+    );
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn agent_masquerades_per_pool_and_follows_the_ip_masq_agent_file() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let ext = External::new(&["10.200.0.0/16", "10.201.0.0/16"]);
+    let dir = TempDir(std::env::temp_dir().join(unique("weft-ipmasq-")));
+    std::fs::create_dir_all(&dir.0).expect("mkdir");
+    let file = dir.0.join("ip-masq-agent");
+    std::fs::write(&file, "nonMasqueradeCIDRs:\n  - 198.51.100.0/24\n").expect("write");
+    let file_arg = file.display().to_string();
+    let mut agent = Agent::new(
+        &example_store(),
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8,mars=4",
+            "--enable-bpf-masquerade",
+            "true",
+            "--devices",
+            NODE_DEV,
+            "--enable-ip-masq-agent",
+            "true",
+            "--ip-masq-agent-config-path",
+            &file_arg,
+        ],
+    );
+    agent.start();
+    let web = add(&agent, "default", "web");
+    let rover = add(&agent, "mars", "rover");
+    assert_eq!(
+        ext.tcp_peer(&web.netns.path(), 7200),
+        IpAddr::V4(NODE_IP),
+        "default pool: masqueraded"
+    );
+    assert_eq!(
+        ext.tcp_peer(&rover.netns.path(), 7201),
+        rover.v4,
+        "mars pool (skip-masquerade): pod address"
+    );
+
+    assert_maps_programmed(&agent, &web);
+
+    let masq = bpf_list(&agent, "masq");
+    let cidrs: Vec<&str> = masq
+        .iter()
+        .map(|r| r["cidr"].as_str().expect("cidr"))
+        .collect();
+    assert_eq!(
+        cidrs,
+        ["169.254.0.0/16", "198.51.100.0/24", "fe80::/10"],
+        "{masq:?}"
+    );
+    assert!(
+        masq.iter()
+            .all(|r| r["pool"] == "*" && r["origin"][0] == "ip-masq-agent")
+    );
+
+    // A broken edit: reported with file and line, nothing changes.
+    std::fs::write(
+        &file,
+        "nonMasqueradeCIDRs:\n  - 198.51.100.0/24\n  - 44.77.0.0/99\n",
+    )
+    .expect("write");
+    let at = format!("{}:3", file.display());
+    wait_for("the invalid CIDR to be reported", || {
+        agent.log().contains(&at)
+    });
+    assert_eq!(
+        bpf_list(&agent, "masq"),
+        masq,
+        "previous exclusions stay in force"
+    );
+
+    // A valid edit is applied without a restart: the external link is now excluded.
+    std::fs::write(
+        &file,
+        "nonMasqueradeCIDRs:\n  - 44.77.0.0/24\nmasqLinkLocal: true\n",
+    )
+    .expect("write");
+    wait_for("the new exclusions", || {
+        let cidrs: Vec<Value> = bpf_list(&agent, "masq")
+            .iter()
+            .map(|r| r["cidr"].clone())
+            .collect();
+        cidrs == [Value::from("44.77.0.0/24"), Value::from("fe80::/10")]
+    });
+    assert_eq!(
+        ext.tcp_peer(&web.netns.path(), 7202),
+        web.v4,
+        "excluded destination: pod address"
+    );
+}

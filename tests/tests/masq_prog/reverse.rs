@@ -1,0 +1,82 @@
+//! `from_netdev`: replies restored to the pod and delivered; flows the outside opens to a pod.
+
+use super::*;
+
+#[test]
+fn replies_are_reverse_natted_and_delivered_to_the_pod() {
+    let mut node = node();
+    let (_, out) = egress(&mut node, &frames::tcp4(POD, 1234, WORLD, 443, 0x02, b""));
+    let port = view4(&out).sport;
+    let reply = frames::tcp4(WORLD, 443, NODE_IP, port, 0x12, b"hello pod");
+    let (verdict, out) = ingress(&mut node, &reply);
+    assert_eq!(verdict, TC_ACT_REDIRECT, "delivered with bpf_redirect_peer");
+    let v = view4(&out);
+    assert_eq!((v.src, v.sport, v.dst, v.dport), (WORLD, 443, POD, 1234));
+    assert!(v.ip_csum_ok, "IPv4 header checksum");
+    assert!(v.l4_csum_ok, "TCP checksum");
+    assert_eq!(v.ttl, 63, "routed: TTL decremented");
+    assert_eq!((&out[0..6], &out[6..12]), (&POD_MAC[..], &POD_NODE_MAC[..]));
+    assert_eq!(node.counters()["rev_snat"], 1);
+
+    // A reply to a port nobody holds, and traffic below the range, go to the stack as is.
+    for frame in [
+        frames::tcp4(
+            WORLD,
+            443,
+            NODE_IP,
+            port.wrapping_add(1).max(NAT_PORT_MIN),
+            0x12,
+            b"",
+        ),
+        frames::tcp4(WORLD, 443, NODE_IP, 22, 0x02, b""),
+        frames::icmp4_echo(WORLD, NODE_IP, 0, 999, 1),
+    ] {
+        assert_eq!(ingress(&mut node, &frame), (TC_ACT_OK, frame.clone()));
+    }
+    assert_eq!(node.counters()["rev_snat"], 1);
+}
+
+#[test]
+fn flows_the_outside_opens_to_a_pod_are_delivered_and_replied_unmasqueraded() {
+    let mut node = node();
+    let syn = frames::tcp4(WORLD, 50123, POD, 80, 0x02, b"");
+    let (verdict, out) = ingress(&mut node, &syn);
+    assert_eq!(verdict, TC_ACT_REDIRECT);
+    assert_eq!(view4(&out).ttl, 63);
+    assert!(view4(&out).ip_csum_ok);
+    assert_eq!(node.counters()["redirect_local"], 1);
+    let syn_ack = frames::tcp4(POD, 80, WORLD, 50123, 0x12, b"");
+    assert_untouched(&mut node, &syn_ack, "snat_skip_reply");
+    // A flow the pod opens to the same peer is still masqueraded.
+    let (_, out) = egress(
+        &mut node,
+        &frames::tcp4(POD, 40000, WORLD, 50123, 0x02, b""),
+    );
+    assert_masqueraded(&out, WORLD);
+}
+
+#[test]
+fn ipv6_to_a_local_pod_is_delivered_and_other_traffic_passes() {
+    let mut node = node();
+    let pod6: std::net::Ipv6Addr = "fd00:77::11".parse().expect("ip");
+    node.datapath
+        .upsert_endpoint(IpAddr::V6(pod6), &endpoint(0, 0))
+        .expect("endpoint");
+    let frame = frames::udp6("2001:db8::1".parse().expect("ip"), pod6, 64, b"hello");
+    let (verdict, out) = ingress(&mut node, &frame);
+    assert_eq!(verdict, TC_ACT_REDIRECT);
+    assert_eq!(out[14 + 7], 63, "hop limit decremented");
+    assert_eq!((&out[0..6], &out[6..12]), (&POD_MAC[..], &POD_NODE_MAC[..]));
+    // Not for a pod, and not IP at all: the host stack gets them untouched.
+    let other = frames::udp6(
+        "2001:db8::1".parse().expect("ip"),
+        "2001:db8::2".parse().expect("ip"),
+        64,
+        b"x",
+    );
+    assert_eq!(ingress(&mut node, &other), (TC_ACT_OK, other));
+    let arp = frames::arp_request(Ipv4Addr::new(172, 31, 0, 1), NODE_IP);
+    assert_eq!(ingress(&mut node, &arp), (TC_ACT_OK, arp));
+    let host = frames::tcp4(WORLD, 443, NODE_IP, 22, 0x02, b"");
+    assert_eq!(ingress(&mut node, &host), (TC_ACT_OK, host));
+}
