@@ -23,6 +23,12 @@ pub fn prepare(pin_dir: &Path) -> Result<(), DatapathError> {
         .find(|p| p.exists())
         .map_or_else(|| PathBuf::from("/sys/fs/bpf"), Path::to_path_buf);
     if !is_bpffs(&mount_point) {
+        // Two agents (or parallel tests) starting together must not both mount: a second bpffs
+        // stacked on the first would hide every pin made in it. Check again under a lock.
+        let _lock = mount_lock();
+        if is_bpffs(&mount_point) {
+            return create_dir(pin_dir);
+        }
         mount(
             Some("bpf"),
             &mount_point,
@@ -53,6 +59,23 @@ pub fn create_dir(dir: &Path) -> Result<(), DatapathError> {
             }
         }
     })
+}
+
+/// An exclusive lock shared by every weft process on this machine, held while mounting.
+/// Best effort: without it (no writable /run) the mount still happens.
+fn mount_lock() -> Option<nix::fcntl::Flock<fs::File>> {
+    let dir = if Path::new("/run").is_dir() {
+        PathBuf::from("/run")
+    } else {
+        std::env::temp_dir()
+    };
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("weft-bpffs.lock"))
+        .ok()?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
 }
 
 fn is_bpffs(path: &Path) -> bool {
