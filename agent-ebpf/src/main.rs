@@ -2,8 +2,8 @@
 //! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
 //! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
-//! hooks, `masq` the masquerade decision and `nat` the mappings and rewrites; `bench` wraps
-//! programs for the benchmarks.
+//! hooks, `masq` the masquerade decision, `nat` the mappings and rewrites, `icmp` the reverse
+//! NAT of ICMP errors; `bench` wraps programs for the benchmarks.
 //!
 //! Only the `bpf` target builds the programs; on the host (`cargo build --workspace`) this is an
 //! empty binary so workspace-wide commands keep working.
@@ -14,6 +14,8 @@
 mod bench;
 #[cfg(target_arch = "bpf")]
 mod from_container;
+#[cfg(target_arch = "bpf")]
+mod icmp;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]

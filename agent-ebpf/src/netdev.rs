@@ -8,7 +8,8 @@
 //! pod address or a new mapping is made (`nat`) and the source rewritten.
 //!
 //! `from_netdev`: a packet to the masquerade address whose tuple has a reverse mapping gets its
-//! destination restored to the pod; a packet for a local endpoint (restored, or addressed to the
+//! destination restored to the pod (an ICMP error quoting a masqueraded packet gets the quote
+//! restored too, `icmp`); a packet for a local endpoint (restored, or addressed to the
 //! pod directly) is delivered into the pod's namespace with `bpf_redirect_peer`, with its TTL
 //! decremented and MACs rewritten as `from_container` delivers. Everything else goes to the
 //! host stack untouched.
@@ -27,6 +28,7 @@ use aya_ebpf::{
 
 use crate::{
     from_container::{Outcome, ingress_ifindex},
+    icmp,
     maps::{count, endpoint, netdev},
     masq::{masqueraded_v4, skip_reason_v4},
     nat::{self, End, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4},
@@ -262,6 +264,16 @@ fn reverse_nat(ctx: &TcContext, ip: &V4) -> Result<Outcome, Outcome> {
     let Some(l4) = nat::parse_l4(ctx, ip.l4_off, ip.proto) else {
         return Ok(pass(reason::NETDEV_PASS));
     };
+    if l4.proto == IPPROTO_ICMP && icmp::is_error(l4.icmp_type) {
+        return match icmp::rev_nat_error(ctx, ip.l4_off, ip.daddr) {
+            Ok(Some(mapping)) => match local_endpoint(&EndpointKey::v4(mapping.to_addr)) {
+                Some(ep) => deliver_v4(ctx, &ep, reason::REV_SNAT),
+                None => Ok(pass(reason::REV_SNAT)),
+            },
+            Ok(None) => Ok(pass(reason::NETDEV_PASS)),
+            Err(nat::RewriteFailed) => Err(Outcome::REDIRECT_FAILED),
+        };
+    }
     let candidate = if l4.proto == IPPROTO_ICMP {
         l4.icmp_type == ICMP_ECHO_REPLY
     } else {

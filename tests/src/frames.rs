@@ -281,3 +281,21 @@ pub fn view4(frame: &[u8]) -> Ipv4View {
         l4_csum_ok,
     }
 }
+
+/// Ethernet + IPv4 + ICMP error (`icmp_type`/`code`, e.g. 3/4 "fragmentation needed") from
+/// `src` to `dst` quoting the first 28 bytes (IPv4 header + 8) of the IPv4 packet in `quoted`
+/// (an Ethernet frame).
+#[must_use]
+pub fn icmp4_error(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    icmp_type: u8,
+    code: u8,
+    quoted: &[u8],
+) -> Vec<u8> {
+    let mut icmp = vec![icmp_type, code, 0, 0, 0, 0, 0x05, 0x78];
+    icmp.extend_from_slice(&quoted[14..14 + 28]);
+    let c = fold(sum16(&icmp));
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    l4_frame(src, dst, 1, &icmp)
+}

@@ -139,6 +139,31 @@ fn excluded_destination_is_not_masqueraded() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The external host answers a masqueraded UDP datagram to a closed port with ICMP "port
+/// unreachable" addressed to the node: `from_netdev` restores the quote and delivers it, so the
+/// pod's connected socket sees `ECONNREFUSED`.
+#[test]
+fn icmp_errors_about_masqueraded_flows_reach_the_pod_socket() {
+    let mut node = Node::new();
+    let pod = node.add_pod(9);
+    let _ext = external(&mut node);
+    let socket = in_netns(&pod.netns.path(), || UdpSocket::bind("0.0.0.0:0"))
+        .expect("enter pod netns")
+        .expect("bind");
+    socket
+        .connect(SocketAddr::new(IpAddr::V4(EXT_IP), 9))
+        .expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    socket.send(b"anyone?").expect("send");
+    let err = socket
+        .recv(&mut [0u8; 16])
+        .expect_err("no answer but an error");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    assert!(node.counters()["rev_snat"] >= 1);
+}
+
 /// A masqueraded TCP connection keeps working while the datapath is reloaded ten times
 /// (links re-adopted, NAT map kept): TCX and netlink attachment.
 #[test]

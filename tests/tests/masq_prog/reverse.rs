@@ -80,3 +80,36 @@ fn ipv6_to_a_local_pod_is_delivered_and_other_traffic_passes() {
     let host = frames::tcp4(WORLD, 443, NODE_IP, 22, 0x02, b"");
     assert_eq!(ingress(&mut node, &host), (TC_ACT_OK, host));
 }
+
+#[test]
+fn icmp_errors_about_masqueraded_flows_reach_the_pod_with_the_quote_restored() {
+    let mut node = node();
+    let (_, syn) = egress(&mut node, &frames::tcp4(POD, 1234, WORLD, 443, 0x02, b""));
+    assert_ne!(view4(&syn).sport, 1234, "the SYN left with a node port");
+    let router = Ipv4Addr::new(203, 0, 113, 1);
+    // "Fragmentation needed", quoting the masqueraded SYN as it left the node.
+    let error = frames::icmp4_error(router, NODE_IP, 3, 4, &syn);
+    let (verdict, out) = ingress(&mut node, &error);
+    assert_eq!(verdict, TC_ACT_REDIRECT, "delivered to the pod");
+    let outer = view4(&out);
+    assert_eq!((outer.src, outer.dst), (router, POD));
+    assert!(outer.ip_csum_ok, "outer IPv4 checksum");
+    assert!(outer.l4_csum_ok, "ICMP checksum over the rewritten quote");
+    let quoted = &out[34 + 8..];
+    assert_eq!(quoted[12..16], POD.octets(), "quoted source is the pod");
+    assert_eq!(quoted[16..20], WORLD.octets());
+    assert_eq!(
+        frames::ipv4_header_csum(&quoted[..20]),
+        0,
+        "quoted IPv4 checksum"
+    );
+    assert_eq!(
+        u16::from_be_bytes([quoted[20], quoted[21]]),
+        1234,
+        "quoted source port is the pod's"
+    );
+    // An error quoting a flow nobody mapped goes to the host untouched.
+    let stray = frames::tcp4(NODE_IP, 50999, WORLD, 443, 0x02, b"");
+    let error = frames::icmp4_error(router, NODE_IP, 11, 0, &stray);
+    assert_eq!(ingress(&mut node, &error), (TC_ACT_OK, error));
+}
