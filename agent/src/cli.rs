@@ -68,9 +68,17 @@ pub struct RunArgs {
     /// This node's name (the CiliumNode to use).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: String,
-    /// Embedded store directory: `<plural>/[<namespace>/]<name>.yaml` documents.
+    /// Single-host store directory (`<plural>/[<namespace>/]<name>.yaml` documents) instead of
+    /// the Kubernetes API.
     #[arg(long, env = "WEFT_STORE")]
-    pub store: PathBuf,
+    pub store: Option<PathBuf>,
+    /// Kubeconfig for the Kubernetes API (default: KUBECONFIG, ~/.kube/config, or the
+    /// in-cluster service account).
+    #[arg(long, env = "KUBECONFIG", conflicts_with = "store")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Serve `/healthz` and `/readyz` here (port 0: any free port, logged).
+    #[arg(long, env = "WEFT_HEALTH_ADDR", default_value = crate::health::DEFAULT_HEALTH_ADDR)]
+    pub health_addr: std::net::SocketAddr,
     /// Agent state: endpoint records and router addresses.
     #[arg(long, env = "WEFT_STATE_DIR", default_value = "/var/run/weft")]
     pub state_dir: PathBuf,

@@ -10,7 +10,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored).
-pub const KEYS: [&str; 15] = [
+pub const KEYS: [&str; 22] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -26,6 +26,13 @@ pub const KEYS: [&str; 15] = [
     "ip-masq-agent-config-path",
     "ipv4-native-routing-cidr",
     "ipv6-native-routing-cidr",
+    "auto-create-cilium-node-resource",
+    "ipam-min-allocate",
+    "ipam-pre-allocate",
+    "ipam-max-allocate",
+    "ipam-static-ip-tags",
+    "azure-interface-name",
+    "read-cni-conf",
 ];
 
 /// Cilium's `ip-masq-agent-config-path` default.
@@ -68,6 +75,42 @@ pub struct AgentConfig {
     pub ipv4_native_routing_cidr: Option<Ipv4Net>,
     /// `ipv6-native-routing-cidr`.
     pub ipv6_native_routing_cidr: Option<Ipv6Net>,
+    /// What the agent seeds into its CiliumNode (Kubernetes only).
+    pub node_seed: NodeSeedConfig,
+}
+
+/// The keys that seed the agent's own CiliumNode when it runs against Kubernetes (Cilium's
+/// node discovery, `../shared/spec/cilium-ipam.md` §6.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSeedConfig {
+    /// `auto-create-cilium-node-resource` (default true): create the CiliumNode if missing.
+    pub auto_create: bool,
+    /// `ipam-min-allocate` (0: unset).
+    pub min_allocate: u32,
+    /// `ipam-pre-allocate` (0: unset).
+    pub pre_allocate: u32,
+    /// `ipam-max-allocate` (0: unset).
+    pub max_allocate: u32,
+    /// `ipam-static-ip-tags`: `key=value,key=value`.
+    pub static_ip_tags: BTreeMap<String, String>,
+    /// `azure-interface-name`.
+    pub azure_interface_name: String,
+    /// `read-cni-conf`: a custom CNI configuration whose `ipam`/`azure` values win.
+    pub read_cni_conf: Option<PathBuf>,
+}
+
+impl Default for NodeSeedConfig {
+    fn default() -> Self {
+        Self {
+            auto_create: true,
+            min_allocate: 0,
+            pre_allocate: 0,
+            max_allocate: 0,
+            static_ip_tags: BTreeMap::new(),
+            azure_interface_name: String::new(),
+            read_cni_conf: None,
+        }
+    }
 }
 
 impl Default for AgentConfig {
@@ -88,6 +131,7 @@ impl Default for AgentConfig {
             ip_masq_agent_config_path: PathBuf::from(DEFAULT_IP_MASQ_AGENT_CONFIG),
             ipv4_native_routing_cidr: None,
             ipv6_native_routing_cidr: None,
+            node_seed: NodeSeedConfig::default(),
         }
     }
 }
@@ -156,7 +200,10 @@ impl AgentConfig {
                     config.node_update_rate = parse_duration(value)
                         .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;
                 }
-                _ => masquerade_key(&mut config, key, value)?,
+                _ => {
+                    masquerade_key(&mut config, key, value)?;
+                    seed_key(&mut config.node_seed, key, value)?;
+                }
             }
         }
         if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
@@ -220,6 +267,57 @@ fn masquerade_key(config: &mut AgentConfig, key: &str, value: &str) -> Result<()
         _ => {}
     }
     Ok(())
+}
+
+/// The CiliumNode seeding keys; unknown keys are ignored.
+fn seed_key(seed: &mut NodeSeedConfig, key: &str, value: &str) -> Result<(), ConfigError> {
+    let bad = |expected: &str| ConfigError {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    };
+    let count = || {
+        if value.is_empty() {
+            return Ok(0);
+        }
+        value
+            .parse::<u32>()
+            .map_err(|_| bad("a non-negative integer (0: unset)"))
+    };
+    match key {
+        "auto-create-cilium-node-resource" => {
+            seed.auto_create = parse_bool(value).ok_or_else(|| bad("true or false"))?;
+        }
+        "ipam-min-allocate" => seed.min_allocate = count()?,
+        "ipam-pre-allocate" => seed.pre_allocate = count()?,
+        "ipam-max-allocate" => seed.max_allocate = count()?,
+        "ipam-static-ip-tags" => {
+            seed.static_ip_tags = parse_tags(value)
+                .ok_or_else(|| bad("comma-separated key=value pairs, e.g. team=a,env=prod"))?;
+        }
+        "azure-interface-name" => value.clone_into(&mut seed.azure_interface_name),
+        "read-cni-conf" => {
+            seed.read_cni_conf = (!value.is_empty()).then(|| PathBuf::from(value));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `k=v,k2=v2` (Cilium's map flags); also accepts a JSON object.
+fn parse_tags(value: &str) -> Option<BTreeMap<String, String>> {
+    if value.starts_with('{') {
+        return serde_json::from_str(value).ok();
+    }
+    value
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_owned(), v.trim().to_owned()))
+        })
+        .collect()
 }
 
 fn parse_bool(v: &str) -> Option<bool> {
@@ -286,6 +384,30 @@ mod tests {
         assert_eq!(c.ipam.to_string(), "multi-pool");
         assert_eq!(c.default_pool, "dc1");
         assert!(!c.enable_ipv6);
+    }
+
+    #[test]
+    fn node_seed_keys() {
+        let c = AgentConfig::resolve([&layer(&[
+            ("auto-create-cilium-node-resource", "false"),
+            ("ipam-min-allocate", "10"),
+            ("ipam-pre-allocate", ""),
+            ("ipam-static-ip-tags", "team=a, env=prod"),
+            ("azure-interface-name", "eth1"),
+        ])])
+        .expect("valid");
+        assert!(!c.node_seed.auto_create);
+        assert_eq!(c.node_seed.min_allocate, 10);
+        assert_eq!(c.node_seed.pre_allocate, 0);
+        assert_eq!(c.node_seed.static_ip_tags.len(), 2);
+        assert_eq!(c.node_seed.static_ip_tags["env"], "prod");
+        assert_eq!(c.node_seed.azure_interface_name, "eth1");
+        assert!(AgentConfig::default().node_seed.auto_create);
+        let e =
+            AgentConfig::resolve([&layer(&[("ipam-static-ip-tags", "oops")])]).expect_err("bad");
+        assert!(e.to_string().contains("key=value"), "{e}");
+        let e = AgentConfig::resolve([&layer(&[("ipam-max-allocate", "-1")])]).expect_err("bad");
+        assert!(e.to_string().contains("ipam-max-allocate"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use weft_agent::{
     cli::{Cli, Command, ConfigArgs, IpamCommand, PodAdd, PodCommand},
     cni::proto::{Request, Response},
-    daemon::{Daemon, DaemonOptions},
+    daemon::{Daemon, DaemonOptions, StoreSource},
     datapath::{Datapath, DatapathConfig, PodSpec},
 };
 
@@ -38,7 +38,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => {
             let opts = DaemonOptions {
                 node_name: args.node_name,
-                store_dir: args.store,
+                store: match args.store {
+                    Some(dir) => StoreSource::Embedded(dir),
+                    None => StoreSource::Kubernetes {
+                        kubeconfig: args.kubeconfig,
+                    },
+                },
+                health_addr: Some(args.health_addr),
                 state_dir: args.state_dir,
                 socket: args.socket,
                 delete_queue: args.delete_queue_dir,

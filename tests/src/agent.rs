@@ -28,6 +28,10 @@ pub struct Agent {
     pub delete_queue: PathBuf,
     /// Extra `run` flags (cilium-config keys).
     pub flags: Vec<String>,
+    /// Run against the Kubernetes API through this kubeconfig instead of the store.
+    pub kubeconfig: Option<PathBuf>,
+    /// The node name (`--node-name`).
+    pub node_name: String,
     child: Option<Child>,
     base: PathBuf,
 }
@@ -55,6 +59,28 @@ impl Agent {
             pin_dir: Path::new("/sys/fs/bpf").join(unique("weft-test-")),
             store,
             flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            kubeconfig: None,
+            node_name: "node1".to_owned(),
+            child: None,
+            base,
+        }
+    }
+
+    /// Directories for an agent that runs against the Kubernetes API (the emulator) through
+    /// `kubeconfig`, as node `node_name`; not started yet.
+    #[must_use]
+    pub fn kube(kubeconfig: &Path, node_name: &str, flags: &[&str]) -> Self {
+        let base = std::env::temp_dir().join(unique("weft-agent-"));
+        std::fs::create_dir_all(&base).expect("agent dir");
+        Self {
+            state: base.join("state"),
+            socket: base.join("state/weft.sock"),
+            delete_queue: base.join("state/delete-queue"),
+            pin_dir: Path::new("/sys/fs/bpf").join(unique("weft-test-")),
+            store: base.join("no-store"),
+            flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            node_name: node_name.to_owned(),
             child: None,
             base,
         }
@@ -62,15 +88,30 @@ impl Agent {
 
     /// Start `weft-agent run` (in the calling thread's netns) and wait until its socket answers.
     pub fn start(&mut self) {
+        self.spawn();
+        self.wait_ready(Duration::from_secs(20));
+    }
+
+    /// Start `weft-agent run` without waiting for it.
+    pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "agent already running");
-        let log = std::fs::File::create(self.base.join("agent.log")).expect("agent log");
-        let child = Command::new(bin_path("weft-agent"))
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.base.join("agent.log"))
+            .expect("agent log");
+        let mut command = Command::new(bin_path("weft-agent"));
+        command
             .arg("--pin-dir")
             .arg(&self.pin_dir)
             .arg("run")
-            .args(["--node-name", "node1"])
-            .arg("--store")
-            .arg(&self.store)
+            .args(["--node-name", &self.node_name])
+            .args(["--health-addr", "127.0.0.1:0"]);
+        match &self.kubeconfig {
+            Some(path) => command.arg("--kubeconfig").arg(path),
+            None => command.arg("--store").arg(&self.store),
+        };
+        let child = command
             .arg("--state-dir")
             .arg(&self.state)
             .arg("--socket")
@@ -81,10 +122,15 @@ impl Agent {
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
+            .env_remove("KUBECONFIG")
             .spawn()
             .expect("spawn weft-agent");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
+    }
+
+    /// Wait until the agent's socket answers (it finished start-up).
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
                 return;
@@ -102,9 +148,34 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!(
-            "weft-agent did not open its socket in 20 s:\n{}",
+            "weft-agent did not open its socket in {timeout:?}:\n{}",
             self.log()
         );
+    }
+
+    /// Wait for the agent to exit on its own; its exit code (`None`: still running at the
+    /// deadline).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// Is the agent process alive?
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     /// SIGKILL the agent (no chance to flush anything) and reap it.

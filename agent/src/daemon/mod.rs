@@ -13,7 +13,13 @@ mod records;
 mod result;
 mod startup;
 
-use std::{collections::BTreeMap, net::IpAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, SocketAddr},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
 
 use tokio::sync::Mutex;
 use tracing::{info, warn};
@@ -29,17 +35,33 @@ use crate::{
     },
     config::AgentConfig,
     datapath::{Datapath, DatapathConfig},
+    health::Readiness,
     ipam::manager::IpamManager,
-    store::{Snapshot, Store, embedded::EmbeddedStore},
+    k8s::K8sError,
+    store::{NodeStore, Snapshot, Store},
 };
+
+/// Where the agent reads the cluster from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSource {
+    /// The single-host store in a directory (`--store DIR`).
+    Embedded(PathBuf),
+    /// The Kubernetes API (in-cluster service account, `KUBECONFIG` or `--kubeconfig`).
+    Kubernetes {
+        /// An explicit kubeconfig.
+        kubeconfig: Option<PathBuf>,
+    },
+}
 
 /// Where the daemon keeps things and what it was told.
 #[derive(Clone, Debug)]
 pub struct DaemonOptions {
     /// This node's name (`--node-name` / `NODE_NAME`).
     pub node_name: String,
-    /// Embedded store directory.
-    pub store_dir: PathBuf,
+    /// Where the cluster's objects come from.
+    pub store: StoreSource,
+    /// Where `/healthz` and `/readyz` are served (none: not served).
+    pub health_addr: Option<SocketAddr>,
     /// State directory (endpoint records, router IPs).
     pub state_dir: PathBuf,
     /// CNI socket.
@@ -63,6 +85,18 @@ pub enum DaemonError {
     /// The store could not be opened.
     #[error("opening the store")]
     Store(#[from] crate::store::StoreError),
+    /// The Kubernetes API refused or failed (the error names the verb, resource and fix).
+    #[error("Kubernetes")]
+    K8s(#[source] Arc<K8sError>),
+    /// The health endpoint could not be served.
+    #[error("serving /healthz and /readyz on {addr}; pass another --health-addr")]
+    Health {
+        /// The address.
+        addr: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The configuration is invalid.
     #[error("configuration")]
     Config(#[from] crate::config::ConfigError),
@@ -134,7 +168,7 @@ pub(crate) struct State {
 pub struct Daemon {
     pub(crate) opts: DaemonOptions,
     pub(crate) config: AgentConfig,
-    pub(crate) store: EmbeddedStore,
+    pub(crate) store: NodeStore,
     pub(crate) records: Records,
     pub(crate) state: Mutex<State>,
 }
@@ -161,17 +195,36 @@ impl Daemon {
         opts: DaemonOptions,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), DaemonError> {
-        let daemon = Arc::new(startup::start(opts).await?);
+        let mut shutdown = std::pin::pin!(shutdown);
+        let ready = Readiness::default();
+        if let Some(addr) = opts.health_addr {
+            let bound = crate::health::serve(addr, ready.clone())
+                .await
+                .map_err(|source| DaemonError::Health { addr, source })?;
+            info!(addr = %bound, "serving /healthz and /readyz");
+        }
+        let daemon = tokio::select! {
+            daemon = startup::start(opts) => Arc::new(daemon?),
+            () = shutdown.as_mut() => return Ok(()),
+        };
         let listener = server::bind(&daemon.opts.socket)?;
         tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
+        ready.set(true);
         info!(socket = %daemon.opts.socket.display(), node = %daemon.opts.node_name, "weft-agent ready");
         let mut snapshots = daemon.store.snapshots();
         let mut tick = tokio::time::interval(Duration::from_mins(1));
         let masq_file = daemon.masq_watch().await;
-        tokio::pin!(shutdown);
+        let kube = match &daemon.store {
+            NodeStore::Kube(store) => Some(store.clone()),
+            NodeStore::Embedded(_) => None,
+        };
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
+                error = refused(kube.as_ref()) => {
+                    ready.set(false);
+                    return Err(DaemonError::K8s(error));
+                }
                 changed = snapshots.changed() => {
                     if changed.is_err() {
                         break;
@@ -227,8 +280,19 @@ impl Daemon {
             .node_write(snapshot.own_node(), std::time::Instant::now());
         drop(state);
         if write != crate::store::NodeWrite::default() {
-            self.store.write_node(write);
+            let base = snapshot
+                .own_node()
+                .map_or("", |n| n.metadata.resource_version.as_str());
+            self.store.write_node(write, base);
         }
+    }
+}
+
+/// Resolves with the Kubernetes store's fatal error; never for the embedded store.
+async fn refused(store: Option<&crate::k8s::KubeStore>) -> Arc<K8sError> {
+    match store {
+        Some(s) => s.failed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -13,7 +13,8 @@ use crate::{
     crd::nodeconfig::resolve_node_config,
     datapath::Datapath,
     ipam::manager::{IpamConfig, IpamManager},
-    store::{Store as _, embedded::EmbeddedStore},
+    k8s::{KubeStore, discovery},
+    store::{NodeStore, Store as _, embedded::EmbeddedStore},
 };
 
 /// Owner of the router (gateway) addresses, as in Cilium.
@@ -22,7 +23,7 @@ pub const ROUTER_OWNER: &str = "router";
 pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
     let mut datapath = Datapath::load(&opts.datapath)?;
     let early = AgentConfig::resolve([&opts.config_file, &opts.config_flags])?;
-    let store = EmbeddedStore::open(&opts.store_dir, &opts.node_name, early.node_update_rate)?;
+    let store = open_store(&opts, &early).await?;
     let snapshot = store.snapshots().borrow().clone();
     let labels = snapshot
         .own_node()
@@ -58,6 +59,31 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
     let snapshot = daemon.store.snapshots().borrow().clone();
     daemon.sync(snapshot).await;
     Ok(daemon)
+}
+
+/// Open the store; against Kubernetes, first make sure the own CiliumNode exists and is
+/// seeded, then wait until every watch has listed (retrying while the API server is away).
+async fn open_store(opts: &DaemonOptions, early: &AgentConfig) -> Result<NodeStore, DaemonError> {
+    match &opts.store {
+        super::StoreSource::Embedded(dir) => Ok(NodeStore::Embedded(EmbeddedStore::open(
+            dir,
+            &opts.node_name,
+            early.node_update_rate,
+        )?)),
+        super::StoreSource::Kubernetes { kubeconfig } => {
+            let fail = |e| DaemonError::K8s(Arc::new(e));
+            let client = crate::k8s::connect(kubeconfig.as_deref())
+                .await
+                .map_err(fail)?;
+            discovery::ensure_cilium_node(&client, &opts.node_name, early.ipam, &early.node_seed)
+                .await
+                .map_err(fail)?;
+            let store = KubeStore::open(client, &opts.node_name, early.node_update_rate);
+            info!("Waiting until all pre-existing resources have been received");
+            store.wait_synced().await.map_err(DaemonError::K8s)?;
+            Ok(NodeStore::Kube(store))
+        }
+    }
 }
 
 /// The IPAM part of the agent configuration.

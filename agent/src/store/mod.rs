@@ -5,6 +5,7 @@
 //! Nothing here allocates addresses: `ipam` decides, the store only reads and writes.
 
 pub mod embedded;
+pub mod writeback;
 
 use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
 
@@ -62,17 +63,62 @@ impl crate::ipam::selection::ObjectLookup for Snapshot {
 /// What the agent writes back to its own CiliumNode (see [`NodeIpamWrite`]).
 pub type NodeWrite = NodeIpamWrite;
 
+/// Coalesce two write-backs: each carries the whole of every part it has, so the newer part
+/// wins and parts only the older one has are kept.
+#[must_use]
+pub fn merge_writes(old: Option<NodeWrite>, new: NodeWrite) -> NodeWrite {
+    let old = old.unwrap_or_default();
+    NodeWrite {
+        used: new.used.or(old.used),
+        release_ips: new.release_ips.or(old.release_ips),
+        pools: new.pools.or(old.pools),
+    }
+}
+
 /// A source of snapshots that accepts write-backs of the own CiliumNode.
 pub trait Store {
     /// Snapshots, newest first; the receiver sees every change after the first full read.
     fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>>;
 
-    /// Record what the agent wants written; the store writes it debounced, only if it changes
+    /// Record what the agent wants written, computed from the own CiliumNode at
+    /// `base_version` (its resourceVersion); the store writes it debounced, only if it changes
     /// the document, and keeps every field the agent does not own.
-    fn write_node(&self, write: NodeWrite);
+    fn write_node(&self, write: NodeWrite, base_version: &str);
 
     /// Write a pending write-back now (shutdown, tests), bypassing the debounce.
     fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// The store the agent runs on: a directory, or the Kubernetes API.
+#[derive(Debug, Clone)]
+pub enum NodeStore {
+    /// `--store DIR`.
+    Embedded(embedded::EmbeddedStore),
+    /// The API server.
+    Kube(crate::k8s::KubeStore),
+}
+
+impl Store for NodeStore {
+    fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>> {
+        match self {
+            Self::Embedded(s) => s.snapshots(),
+            Self::Kube(s) => s.snapshots(),
+        }
+    }
+
+    fn write_node(&self, write: NodeWrite, base_version: &str) {
+        match self {
+            Self::Embedded(s) => s.write_node(write, base_version),
+            Self::Kube(s) => s.write_node(write, base_version),
+        }
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        match self {
+            Self::Embedded(s) => s.flush().await,
+            Self::Kube(s) => s.flush().await,
+        }
+    }
 }
 
 /// Why a store operation failed.
@@ -111,6 +157,12 @@ pub enum StoreError {
         name: String,
         /// Where it is expected.
         path: PathBuf,
+    },
+    /// Writing to the Kubernetes API failed (the write stays queued).
+    #[error("writing CiliumNode: {reason}")]
+    Kube {
+        /// The error chain.
+        reason: String,
     },
     /// Watching the directory failed.
     #[error("watching {path} for changes")]

@@ -61,6 +61,8 @@ pub enum Answer {
     Internal,
     /// 409 Conflict ("the object has been modified"), whatever the resourceVersion.
     Conflict,
+    /// 403 Forbidden, as an API server answers a service account that lacks the permission.
+    Forbidden,
 }
 
 #[derive(Debug)]
@@ -69,6 +71,8 @@ struct Rule {
     resource: String,
     remaining: u32,
     answer: Answer,
+    /// Percentage of matching requests the rule answers (100: every one).
+    percent: u32,
 }
 
 /// Run-time fault injection, shared by the test and the server thread.
@@ -99,6 +103,19 @@ impl Faults {
             resource: resource.to_owned(),
             remaining: count,
             answer,
+            percent: 100,
+        });
+    }
+
+    /// Answer a random `percent` of the requests of `verb` (any if `None`) on `resource` with
+    /// `answer`, until [`Faults::clear`].
+    pub fn inject_ratio(&self, verb: Option<Verb>, resource: &str, percent: u32, answer: Answer) {
+        lock(&self.rules).push(Rule {
+            verb,
+            resource: resource.to_owned(),
+            remaining: u32::MAX,
+            answer,
+            percent: percent.min(100),
         });
     }
 
@@ -146,6 +163,7 @@ impl Faults {
             r.remaining > 0
                 && r.verb.is_none_or(|v| v == verb)
                 && (r.resource == "*" || r.resource == resource)
+                && (r.percent >= 100 || fastrand::u32(0..100) < r.percent)
         })?;
         rule.remaining -= 1;
         let answer = rule.answer;

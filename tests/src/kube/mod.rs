@@ -3,7 +3,7 @@
 //! tests, and later the agent binary through a kubeconfig) talk to as to a real cluster. It
 //! lives only in tests. [`Emulator::start`] runs it on its own thread and tokio runtime.
 //!
-//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`; `cilium.io/v2` `ciliumnodes` (status
+//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `cilium.io/v2` `ciliumnodes` (status
 //! subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints` (no status
 //! subresource: the fixture CRD declares none), `ciliumidentities` (status subresource);
 //! `cilium.io/v2alpha1` `ciliumpodippools` — scope, versions and subresources as the fixture
@@ -27,7 +27,7 @@
 //! **Not modelled.** Schema validation, defaulting and CEL rules of the CRDs; strategic merge
 //! patch and server-side apply (415, so managedFields never appear); `dryRun` (400); graceful
 //! pod deletion (pods go at once); owner references and garbage collection; admission;
-//! RBAC (any valid token may do anything); protobuf and table output; `resourceVersionMatch=
+//! RBAC (any valid token may do anything; tests inject 403s as faults); protobuf and table output; `resourceVersionMatch=
 //! Exact` at an older version; watch-cache progress notifications beyond this type's own
 //! writes (bookmarks may lag behind the global version, which is allowed); TLS.
 

@@ -234,10 +234,21 @@ pub fn builtin() -> Vec<ResourceDef> {
     let mut namespaces = core("namespaces", "Namespace", false, "ns");
     namespaces.create_status = CreateStatus::Reset(json!({"phase": "Active"}));
     namespaces.field_selectors = vec!["status.phase".to_owned()];
+    let mut events = core("events", "Event", true, "ev");
+    events.status_subresource = false;
+    events.field_selectors = [
+        "involvedObject.kind",
+        "involvedObject.name",
+        "reason",
+        "type",
+    ]
+    .map(str::to_owned)
+    .to_vec();
     vec![
         nodes,
         pods,
         namespaces,
+        events,
         cilium(
             &["v2"],
             "ciliumnodes",

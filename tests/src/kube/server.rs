@@ -146,6 +146,24 @@ async fn dispatch(
                 target.name.as_deref().unwrap_or(""),
                 "the object has been modified; please apply your changes to the latest version and try again",
             ),
+            Answer::Forbidden => ApiError::Forbidden {
+                message: format!(
+                    "{}{} is forbidden: User \"system:serviceaccount:kube-system:weft-agent\" \
+                     cannot {verb} resource \"{label}\" in API group \"{}\" {}",
+                    target.def.qualified(),
+                    target
+                        .name
+                        .as_deref()
+                        .map(|n| format!(" \"{n}\""))
+                        .unwrap_or_default(),
+                    target.def.group,
+                    if target.def.namespaced {
+                        "in the namespace"
+                    } else {
+                        "at the cluster scope"
+                    },
+                ),
+            },
         };
         return (verb, label, Err(error));
     }

@@ -70,6 +70,12 @@ pub enum ApiError {
     /// 401 Unauthorized: missing or wrong bearer token.
     #[error("Unauthorized")]
     Unauthorized,
+    /// 403 Forbidden: an injected RBAC denial (the emulator has no RBAC of its own).
+    #[error("{message}")]
+    Forbidden {
+        /// kube-apiserver's text, naming the user, verb and resource.
+        message: String,
+    },
     /// 500 InternalError: an injected fault.
     #[error("an error on the server (\"{detail}\") has prevented the request from succeeding")]
     Internal {
@@ -107,6 +113,7 @@ impl ApiError {
             Self::MethodNotSupported => 405,
             Self::UnsupportedMediaType { .. } => 415,
             Self::Unauthorized => 401,
+            Self::Forbidden { .. } => 403,
             Self::Internal { .. } => 500,
             Self::TooLargeResourceVersion { .. } => 504,
         }
@@ -125,6 +132,7 @@ impl ApiError {
             Self::MethodNotSupported => "MethodNotAllowed",
             Self::UnsupportedMediaType { .. } => "UnsupportedMediaType",
             Self::Unauthorized => "Unauthorized",
+            Self::Forbidden { .. } => "Forbidden",
             Self::Internal { .. } => "InternalError",
             Self::TooLargeResourceVersion { .. } => "Timeout",
         }

@@ -45,7 +45,7 @@ pub(crate) fn atomic_writes_leave_no_temp_files_and_never_a_partial_document() {
             let owner = format!("default/pod{i}");
             let used: Vec<(&str, &str)> =
                 ips.iter().map(|ip| (ip.as_str(), owner.as_str())).collect();
-            store.write_node(used_write(&used));
+            store.write_node(used_write(&used), "");
             if i % 2 == 0 {
                 store
                     .flush()

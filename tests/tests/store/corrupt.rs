@@ -58,7 +58,7 @@ pub(crate) fn corrupt_node_is_reported_never_written_and_picked_up_when_fixed() 
             "a never-good node is in the snapshot"
         );
 
-        store.write_node(pools_write(&pools));
+        store.write_node(pools_write(&pools), "");
         assert_flush_refused(&store, &path, &bytes).await;
 
         // Fixed by hand: the watcher picks it up, and the kept write goes out on flush.
@@ -127,7 +127,7 @@ pub(crate) fn broken_document_keeps_its_last_good_version() {
 
         // Still never overwritten.
         let bytes = fs::read(&node).expect("read node1.yaml");
-        store.write_node(pools_write(&multi_pool_pools()));
+        store.write_node(pools_write(&multi_pool_pools()), "");
         assert_flush_refused(&store, &node, &bytes).await;
 
         // Deleted: the last good version goes too.

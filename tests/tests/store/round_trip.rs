@@ -26,7 +26,7 @@ pub(crate) fn round_trip(ext: &str, yaml: &str, write: &NodeWrite) -> RoundTrip 
         let store = scratch.open(LONG);
         let rendered = embedded::render_node(&scratch.root, "node1", write)
             .unwrap_or_else(|e| panic!("render_node: {}", report(&e)));
-        store.write_node(write.clone());
+        store.write_node(write.clone(), "");
         store
             .flush()
             .await

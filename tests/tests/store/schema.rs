@@ -190,7 +190,7 @@ pub(crate) fn example_store_node_validates_after_a_multi_pool_write() {
             "examples/store pods: {}",
             summary(&snap)
         );
-        store.write_node(pools_write(&pools));
+        store.write_node(pools_write(&pools), "");
         store
             .flush()
             .await
@@ -231,10 +231,13 @@ pub(crate) fn emptied_pools_keep_the_required_spec() {
     rt.block_on(async {
         let store = scratch.open(LONG);
         // A drained node: nothing requested, every CIDR released.
-        store.write_node(NodeWrite {
-            pools: Some(IpamPoolSpec::default()),
-            ..NodeWrite::default()
-        });
+        store.write_node(
+            NodeWrite {
+                pools: Some(IpamPoolSpec::default()),
+                ..NodeWrite::default()
+            },
+            "",
+        );
         store
             .flush()
             .await

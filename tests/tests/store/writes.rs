@@ -70,7 +70,7 @@ pub(crate) fn writes_are_debounced_coalesced_and_only_when_changed() {
     rt.block_on(async {
         let store = scratch.open(DEBOUNCE);
         let asked = Instant::now();
-        store.write_node(used_write(&[("10.0.0.5", "default/a")]));
+        store.write_node(used_write(&[("10.0.0.5", "default/a")]), "");
         renames.wait_for(1, "the first write").await;
         assert_eq!(
             used_in(&path),
@@ -79,9 +79,9 @@ pub(crate) fn writes_are_debounced_coalesced_and_only_when_changed() {
         );
 
         // Three rapid writes inside the debounce interval: one more file write, merged.
-        store.write_node(used_write(&[("10.0.0.6", "default/b")]));
-        store.write_node(release_write("10.0.0.7", ReleaseState::DoNotRelease));
-        store.write_node(used_write(&[("10.0.0.6", "default/d")]));
+        store.write_node(used_write(&[("10.0.0.6", "default/b")]), "");
+        store.write_node(release_write("10.0.0.7", ReleaseState::DoNotRelease), "");
+        store.write_node(used_write(&[("10.0.0.6", "default/d")]), "");
         renames.wait_for(2, "the debounced second write").await;
         let waited = asked.elapsed();
         assert!(
@@ -105,10 +105,10 @@ pub(crate) fn writes_are_debounced_coalesced_and_only_when_changed() {
 
         // The same content again does not touch the file, neither debounced nor flushed.
         let before = stamp(&path);
-        store.write_node(used_write(&[("10.0.0.6", "default/d")]));
-        store.write_node(release_write("10.0.0.7", ReleaseState::DoNotRelease));
+        store.write_node(used_write(&[("10.0.0.6", "default/d")]), "");
+        store.write_node(release_write("10.0.0.7", ReleaseState::DoNotRelease), "");
         tokio::time::sleep(DEBOUNCE * 3).await;
-        store.write_node(used_write(&[("10.0.0.6", "default/d")]));
+        store.write_node(used_write(&[("10.0.0.6", "default/d")]), "");
         store
             .flush()
             .await
@@ -131,11 +131,11 @@ pub(crate) fn first_write_is_prompt_and_flush_bypasses_the_debounce() {
     rt.block_on(async {
         // A debounce far longer than the test: only the first write may go out by itself.
         let store = scratch.open(LONG);
-        store.write_node(used_write(&[("10.0.0.5", "default/a")]));
+        store.write_node(used_write(&[("10.0.0.5", "default/a")]), "");
         renames
             .wait_for(1, "the first write despite a 60 s debounce")
             .await;
-        store.write_node(used_write(&[("10.0.0.5", "default/b")]));
+        store.write_node(used_write(&[("10.0.0.5", "default/b")]), "");
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(
             renames.count(),

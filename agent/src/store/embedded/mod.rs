@@ -9,7 +9,6 @@
 //! and never touches a document that does not parse.
 
 pub mod docs;
-mod writeback;
 
 use std::{
     collections::BTreeMap,
@@ -99,13 +98,13 @@ impl Store for EmbeddedStore {
         self.inner.snapshots.subscribe()
     }
 
-    fn write_node(&self, write: NodeWrite) {
+    fn write_node(&self, write: NodeWrite, _base_version: &str) {
         let mut pending = self
             .inner
             .pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let merged = merge(pending.take(), write);
+        let merged = super::merge_writes(pending.take(), write);
         *pending = Some(merged);
         drop(pending);
         self.inner.wake.notify_one();
@@ -135,7 +134,7 @@ pub fn render_node(
 ) -> Result<serde_json::Value, StoreError> {
     let path = node_path(root, node_name)?;
     let mut doc = docs::read_value(&path)?;
-    let _ = writeback::apply(&mut doc, write);
+    let _ = super::writeback::apply(&mut doc, write);
     Ok(doc)
 }
 
@@ -149,16 +148,6 @@ fn node_path(root: &Path, node_name: &str) -> Result<PathBuf, StoreError> {
             name: node_name.to_owned(),
             path: dir.join(format!("{node_name}.yaml")),
         })
-}
-
-/// A later write replaces the parts it sets and keeps the earlier write's other parts.
-fn merge(old: Option<NodeWrite>, new: NodeWrite) -> NodeWrite {
-    let old = old.unwrap_or_default();
-    NodeWrite {
-        used: new.used.or(old.used),
-        release_ips: new.release_ips.or(old.release_ips),
-        pools: new.pools.or(old.pools),
-    }
 }
 
 /// Read every document under `root`. Broken documents keep their last good version from
@@ -323,11 +312,14 @@ fn write_pending(inner: &Inner) -> Result<(), StoreError> {
                 .pending
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *slot = Some(merge(Some(write), slot.take().unwrap_or_default()));
+            *slot = Some(super::merge_writes(
+                Some(write),
+                slot.take().unwrap_or_default(),
+            ));
             return Err(error);
         }
     };
-    if writeback::apply(&mut doc, &write) {
+    if super::writeback::apply(&mut doc, &write) {
         docs::write_atomic(&path, &doc)?;
         info!(path = %path.display(), "wrote CiliumNode");
     }

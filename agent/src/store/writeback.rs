@@ -6,18 +6,31 @@ use serde_json::{Map, Value};
 
 use crate::store::NodeWrite;
 
+/// `status.ipam.used`.
+pub const USED: [&str; 3] = ["status", "ipam", "used"];
+/// `status.ipam.release-ips`.
+pub const RELEASE_IPS: [&str; 3] = ["status", "ipam", "release-ips"];
+/// `spec.ipam.pools`.
+pub const POOLS: [&str; 3] = ["spec", "ipam", "pools"];
+
+/// The value at `path`, if any.
+#[must_use]
+pub fn get<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(doc, |v, key| v.get(key))
+}
+
 /// Apply `write` to `doc`; returns whether the document changed.
 #[must_use]
 pub fn apply(doc: &mut Value, write: &NodeWrite) -> bool {
     let before = doc.clone();
     if let Some(used) = &write.used {
-        set(doc, &["status", "ipam", "used"], to_value(used));
+        set(doc, &USED, to_value(used));
     }
     if let Some(release) = &write.release_ips {
-        set(doc, &["status", "ipam", "release-ips"], to_value(release));
+        set(doc, &RELEASE_IPS, to_value(release));
     }
     if let Some(pools) = &write.pools {
-        set(doc, &["spec", "ipam", "pools"], to_value(pools));
+        set(doc, &POOLS, to_value(pools));
     }
     *doc != before
 }

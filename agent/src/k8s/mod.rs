@@ -1,0 +1,164 @@
+//! The Kubernetes side of the agent, and the only module that imports kube: the client (from a
+//! kubeconfig or the in-cluster service account), the resources weft reads and writes, node
+//! discovery (the own CiliumNode is created and seeded from the v1.Node), the store that turns
+//! watches into snapshots, and the one task that writes the CiliumNode back.
+//!
+//! Objects travel as `DynamicObject`s and are decoded into the wire types of `crate::crd`
+//! (which keep every field weft does not model), so nothing here depends on generated Go-shaped
+//! structs and a write never drops what another writer (the operator) put in the object.
+
+pub mod discovery;
+mod events;
+mod resources;
+pub mod seed;
+mod store;
+mod writer;
+
+use std::path::{Path, PathBuf};
+
+use kube::{
+    Client, Config,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+pub use self::{
+    resources::Resource,
+    store::{KubeStore, WriteStats},
+};
+
+/// Why talking to the API server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    /// The kubeconfig could not be read.
+    #[error("reading kubeconfig {path}; pass --kubeconfig or set KUBECONFIG")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// Neither a kubeconfig nor the in-cluster service account was found.
+    #[error(
+        "no Kubernetes configuration: run in a pod with a service account, set KUBECONFIG, or \
+         pass --kubeconfig (or --store DIR for the single-host store)"
+    )]
+    Infer(#[source] kube::config::InferConfigError),
+    /// The client could not be built from the configuration.
+    #[error("building the Kubernetes client")]
+    Client(#[source] kube::Error),
+    /// The agent's service account may not do what it needs.
+    #[error(
+        "the API server refused to {verb} {resource} ({code}): grant the agent's service account \
+         `{verb}` on `{resource}` (deploy/rbac.yaml has the ClusterRole weft needs)"
+    )]
+    Forbidden {
+        /// The verb (`get`, `list`, `watch`, `create`, `update`).
+        verb: &'static str,
+        /// The resource (`ciliumnodes`, `ciliumnodes/status`, …).
+        resource: String,
+        /// 401 or 403.
+        code: u16,
+    },
+    /// A request failed (after retries where they make sense).
+    #[error("{verb} {resource}")]
+    Api {
+        /// The verb.
+        verb: &'static str,
+        /// The resource.
+        resource: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// An object the API server returned does not decode.
+    #[error("{resource}: {reason}")]
+    Decode {
+        /// `plural/name`.
+        resource: String,
+        /// What is wrong, with the field's path.
+        reason: String,
+    },
+    /// Azure IPAM needs the node's provider ID.
+    #[error("{0}")]
+    ProviderId(String),
+    /// The custom CNI configuration (`read-cni-conf`) could not be read.
+    #[error("reading the custom CNI configuration {path} (read-cni-conf)")]
+    CniConf {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The custom CNI configuration does not parse.
+    #[error("custom CNI configuration {path} (read-cni-conf): {reason}")]
+    CniConfParse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl K8sError {
+    /// Classify a failed request: 401/403 become [`K8sError::Forbidden`].
+    pub(crate) fn from_api(verb: &'static str, resource: &str, source: kube::Error) -> Self {
+        match status_code(&source) {
+            Some(code @ (401 | 403)) => Self::Forbidden {
+                verb,
+                resource: resource.to_owned(),
+                code,
+            },
+            _ => Self::Api {
+                verb,
+                resource: resource.to_owned(),
+                source,
+            },
+        }
+    }
+
+    /// Worth retrying: the API server is unreachable or overloaded, not refusing us.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Api { source, .. } => match status_code(source) {
+                Some(code) => code == 429 || code >= 500 || code == 409,
+                None => true,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// The HTTP status of an API error, if the server answered with one.
+pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// A client from `kubeconfig`, or else from `KUBECONFIG`, `~/.kube/config` or the in-cluster
+/// service account (kube's usual inference).
+///
+/// # Errors
+/// No usable configuration, or the client cannot be built from it.
+pub async fn connect(kubeconfig: Option<&Path>) -> Result<Client, K8sError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).map_err(|source| K8sError::Kubeconfig {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| K8sError::Kubeconfig {
+                    path: path.to_path_buf(),
+                    source,
+                })?
+        }
+        None => Config::infer().await.map_err(K8sError::Infer)?,
+    };
+    Client::try_from(config).map_err(K8sError::Client)
+}

@@ -1,0 +1,405 @@
+//! What node discovery writes into the agent's own CiliumNode, computed from the v1.Node, the
+//! agent configuration and the custom CNI configuration (Cilium's `pkg/nodediscovery`,
+//! `../shared/spec/cilium-ipam.md` §5 and §6.4). Pure: the caller fetches and writes.
+//!
+//! Seeded: the Node's labels, an owner reference to the Node, `spec.instance-id` from the
+//! provider ID, `spec.addresses` from the Node's addresses, the IPAM watermarks and static IP
+//! tags (cloud and CRD modes), `spec.azure.interface-name` (azure), and in `kubernetes` mode the
+//! Node's pod CIDRs as `spec.ipam.podCIDRs`. Every other field is left as it is.
+
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::{config::NodeSeedConfig, ipam::mode::IpamMode};
+
+/// The custom CNI configuration's parts that override the seeding keys (`read-cni-conf`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct CustomCniConf {
+    /// `ipam` overrides.
+    #[serde(default)]
+    pub ipam: CustomIpam,
+    /// `azure` overrides.
+    #[serde(default)]
+    pub azure: CustomAzure,
+}
+
+/// `ipam` in a custom CNI configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct CustomIpam {
+    /// Overrides `ipam-min-allocate` when non-zero.
+    #[serde(rename = "min-allocate", default)]
+    pub min_allocate: u32,
+    /// Overrides `ipam-pre-allocate` when non-zero.
+    #[serde(rename = "pre-allocate", default)]
+    pub pre_allocate: u32,
+    /// Overrides `ipam-static-ip-tags` when non-empty.
+    #[serde(rename = "static-ip-tags", default)]
+    pub static_ip_tags: BTreeMap<String, String>,
+}
+
+/// `azure` in a custom CNI configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct CustomAzure {
+    /// Overrides `azure-interface-name` when non-empty.
+    #[serde(rename = "interface-name", default)]
+    pub interface_name: String,
+}
+
+/// The seed for one node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Seed {
+    /// The CiliumNode's labels (the Node's).
+    pub labels: BTreeMap<String, String>,
+    /// The owner reference to the Node.
+    pub owner: Value,
+    /// `spec.instance-id`, when the provider ID names one.
+    pub instance_id: Option<String>,
+    /// `spec.addresses`.
+    pub addresses: Vec<Value>,
+    /// `spec.ipam` fields to set.
+    pub ipam: Map<String, Value>,
+    /// `spec.azure.interface-name`.
+    pub azure_interface: Option<String>,
+}
+
+/// Why a node cannot be seeded.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SeedError {
+    /// Azure IPAM needs an `azure://` provider ID (Cilium's fatal messages).
+    #[error("{0}")]
+    ProviderId(String),
+    /// `kubernetes` mode and the Node has no pod CIDR yet.
+    #[error(
+        "v1.Node {node} has no pod CIDR (spec.podCIDRs, spec.podCIDR or the \
+         network.cilium.io/ipv4-pod-cidr annotation); ipam=kubernetes needs the controller \
+         manager's --allocate-node-cidrs, or use another IPAM mode"
+    )]
+    NoPodCidr {
+        /// The node.
+        node: String,
+    },
+}
+
+/// Compute the seed.
+///
+/// # Errors
+/// Azure mode without an `azure://` provider ID; `kubernetes` mode without a pod CIDR.
+pub fn seed(
+    node: &Node,
+    mode: IpamMode,
+    config: &NodeSeedConfig,
+    custom: &CustomCniConf,
+) -> Result<Seed, SeedError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let provider = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default();
+    let mut out = Seed {
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        owner: json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": name,
+            "uid": node.metadata.uid.clone().unwrap_or_default(),
+        }),
+        instance_id: instance_id(&provider),
+        addresses: addresses(node),
+        ..Seed::default()
+    };
+    if mode == IpamMode::Azure {
+        if provider.is_empty() {
+            return Err(SeedError::ProviderId(
+                "Spec.ProviderID in k8s node resource must be set for Azure IPAM".into(),
+            ));
+        }
+        if !provider.starts_with("azure://") {
+            return Err(SeedError::ProviderId(
+                "Spec.ProviderID in k8s node resource must have prefix azure://".into(),
+            ));
+        }
+        let interface = first_non_empty(&custom.azure.interface_name, &config.azure_interface_name);
+        out.azure_interface = (!interface.is_empty()).then(|| interface.to_owned());
+    }
+    let cloud = matches!(
+        mode,
+        IpamMode::Crd | IpamMode::Eni | IpamMode::Azure | IpamMode::AlibabaCloud
+    );
+    if cloud {
+        let min = non_zero(custom.ipam.min_allocate, config.min_allocate);
+        let pre = non_zero(custom.ipam.pre_allocate, config.pre_allocate);
+        // Cilium does not apply the custom configuration's max-allocate.
+        for (key, value) in [
+            ("min-allocate", min),
+            ("pre-allocate", pre),
+            ("max-allocate", config.max_allocate),
+        ] {
+            if value != 0 {
+                out.ipam.insert(key.to_owned(), json!(value));
+            }
+        }
+    }
+    let tags = if custom.ipam.static_ip_tags.is_empty() {
+        &config.static_ip_tags
+    } else {
+        &custom.ipam.static_ip_tags
+    };
+    if !tags.is_empty() {
+        out.ipam.insert("static-ip-tags".to_owned(), json!(tags));
+    }
+    if mode == IpamMode::Kubernetes {
+        let cidrs = pod_cidrs(node);
+        if cidrs.is_empty() {
+            return Err(SeedError::NoPodCidr { node: name });
+        }
+        let text: Vec<String> = cidrs.iter().map(ToString::to_string).collect();
+        out.ipam.insert("podCIDRs".to_owned(), json!(text));
+    }
+    Ok(out)
+}
+
+fn non_zero(custom: u32, config: u32) -> u32 {
+    if custom != 0 { custom } else { config }
+}
+
+fn first_non_empty<'a>(custom: &'a str, config: &'a str) -> &'a str {
+    if custom.is_empty() { config } else { custom }
+}
+
+/// `spec.instance-id` from a provider ID: Azure's resource ID lower-cased (as Cilium), AWS's
+/// instance ID (`aws:///<zone>/<i-…>`).
+#[must_use]
+pub fn instance_id(provider: &str) -> Option<String> {
+    if let Some(id) = provider.strip_prefix("azure://") {
+        return (!id.is_empty()).then(|| id.to_lowercase());
+    }
+    if let Some(rest) = provider.strip_prefix("aws://") {
+        let id = rest.rsplit('/').next().unwrap_or_default();
+        return id.starts_with("i-").then(|| id.to_owned());
+    }
+    None
+}
+
+fn addresses(node: &Node) -> Vec<Value> {
+    let Some(list) = node.status.as_ref().and_then(|s| s.addresses.as_ref()) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter(|a| matches!(a.type_.as_str(), "InternalIP" | "ExternalIP"))
+        .filter(|a| a.address.parse::<std::net::IpAddr>().is_ok())
+        .map(|a| json!({"type": a.type_, "ip": a.address}))
+        .collect()
+}
+
+/// The Node's pod CIDRs in Cilium's order of preference: `spec.podCIDRs` (at most two), else
+/// `spec.podCIDR`, else the `network.cilium.io/ipv{4,6}-pod-cidr` annotations (and their
+/// `io.cilium.network.*` aliases). Masked, as Go's `net.ParseCIDR` does.
+#[must_use]
+pub fn pod_cidrs(node: &Node) -> Vec<IpNet> {
+    let spec = node.spec.as_ref();
+    let parse = |s: &str| s.parse::<IpNet>().ok().map(|n| n.trunc());
+    if let Some(list) = spec.and_then(|s| s.pod_cidrs.as_ref())
+        && !list.is_empty()
+        && list.len() <= 2
+    {
+        return list.iter().filter_map(|s| parse(s)).collect();
+    }
+    if let Some(one) = spec.and_then(|s| s.pod_cidr.as_deref())
+        && let Some(net) = parse(one)
+    {
+        return vec![net];
+    }
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for family in ["ipv4", "ipv6"] {
+        let found = [
+            format!("network.cilium.io/{family}-pod-cidr"),
+            format!("io.cilium.network.{family}-pod-cidr"),
+        ]
+        .iter()
+        .find_map(|k| annotations.get(k).and_then(|v| parse(v)));
+        out.extend(found);
+    }
+    out
+}
+
+/// Write the seed into a CiliumNode's JSON; returns whether anything changed.
+pub fn apply(doc: &mut Value, seed: &Seed) -> bool {
+    let before = doc.clone();
+    let root = object(doc);
+    let meta = object(root.entry("metadata").or_insert_with(|| json!({})));
+    if seed.labels.is_empty() {
+        meta.remove("labels");
+    } else {
+        meta.insert("labels".to_owned(), json!(seed.labels));
+    }
+    let owners = meta.entry("ownerReferences").or_insert_with(|| json!([]));
+    if !owners.is_array() {
+        *owners = json!([]);
+    }
+    if let Value::Array(list) = owners {
+        let kind_name = |o: &Value| (o["kind"].clone(), o["name"].clone());
+        list.retain(|o| kind_name(o) != kind_name(&seed.owner));
+        list.push(seed.owner.clone());
+    }
+    let spec = object(root.entry("spec").or_insert_with(|| json!({})));
+    if let Some(id) = &seed.instance_id {
+        spec.insert("instance-id".to_owned(), json!(id));
+    }
+    if !seed.addresses.is_empty() {
+        spec.insert("addresses".to_owned(), json!(seed.addresses));
+    }
+    if !seed.ipam.is_empty() {
+        let ipam = object(spec.entry("ipam").or_insert_with(|| json!({})));
+        for (k, v) in &seed.ipam {
+            ipam.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(name) = &seed.azure_interface {
+        let azure = object(spec.entry("azure").or_insert_with(|| json!({})));
+        azure.insert("interface-name".to_owned(), json!(name));
+    }
+    *doc != before
+}
+
+/// `value` as an object, replacing anything else by `{}`.
+fn object(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = json!({});
+    }
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(value: &Value) -> Node {
+        serde_json::from_value(value.clone()).expect("node")
+    }
+
+    #[test]
+    fn instance_ids_from_provider_ids() {
+        assert_eq!(
+            instance_id("azure:///subscriptions/S/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/VM1").as_deref(),
+            Some("/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm1")
+        );
+        assert_eq!(
+            instance_id("aws:///eu-west-1a/i-0abc123").as_deref(),
+            Some("i-0abc123")
+        );
+        assert_eq!(instance_id("kind://docker/kind/kind-worker"), None);
+        assert_eq!(instance_id(""), None);
+    }
+
+    #[test]
+    fn custom_cni_conf_wins_except_max_allocate() {
+        let n = node(
+            &json!({"metadata": {"name": "n1", "uid": "u1", "labels": {"a": "b"}},
+            "spec": {"providerID": "azure://X"}}),
+        );
+        let config = NodeSeedConfig {
+            min_allocate: 5,
+            pre_allocate: 6,
+            max_allocate: 7,
+            azure_interface_name: "eth0".into(),
+            ..NodeSeedConfig::default()
+        };
+        let custom = CustomCniConf {
+            ipam: CustomIpam {
+                min_allocate: 10,
+                pre_allocate: 0,
+                static_ip_tags: BTreeMap::from([("t".into(), "v".into())]),
+            },
+            azure: CustomAzure {
+                interface_name: "eth1".into(),
+            },
+        };
+        let s = seed(&n, IpamMode::Azure, &config, &custom).expect("seed");
+        assert_eq!(s.ipam["min-allocate"], 10);
+        assert_eq!(s.ipam["pre-allocate"], 6);
+        assert_eq!(s.ipam["max-allocate"], 7);
+        assert_eq!(s.ipam["static-ip-tags"], json!({"t": "v"}));
+        assert_eq!(s.azure_interface.as_deref(), Some("eth1"));
+        assert_eq!(s.instance_id.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn azure_needs_a_provider_id() {
+        let n = node(&json!({"metadata": {"name": "n1"}}));
+        let e = seed(
+            &n,
+            IpamMode::Azure,
+            &NodeSeedConfig::default(),
+            &CustomCniConf::default(),
+        )
+        .expect_err("no provider id");
+        assert_eq!(
+            e.to_string(),
+            "Spec.ProviderID in k8s node resource must be set for Azure IPAM"
+        );
+    }
+
+    #[test]
+    fn kubernetes_mode_copies_pod_cidrs_in_cilium_order() {
+        let n = node(&json!({"metadata": {"name": "n1"},
+            "spec": {"podCIDRs": ["10.4.0.7/24", "fd00::/64"], "podCIDR": "10.9.0.0/24"}}));
+        assert_eq!(
+            pod_cidrs(&n),
+            vec![
+                "10.4.0.0/24".parse::<IpNet>().unwrap(),
+                "fd00::/64".parse().unwrap()
+            ]
+        );
+        let n = node(&json!({"metadata": {"name": "n1",
+            "annotations": {"io.cilium.network.ipv4-pod-cidr": "10.5.0.0/16"}}}));
+        assert_eq!(pod_cidrs(&n), vec!["10.5.0.0/16".parse::<IpNet>().unwrap()]);
+        let e = seed(
+            &node(&json!({"metadata": {"name": "n1"}})),
+            IpamMode::Kubernetes,
+            &NodeSeedConfig::default(),
+            &CustomCniConf::default(),
+        )
+        .expect_err("no CIDR");
+        assert!(e.to_string().contains("has no pod CIDR"), "{e}");
+    }
+
+    #[test]
+    fn apply_sets_seeded_fields_and_keeps_the_rest() {
+        let n = node(
+            &json!({"metadata": {"name": "n1", "uid": "u1", "labels": {"zone": "a"}},
+            "spec": {"providerID": "aws:///z/i-1", "podCIDRs": ["10.1.0.0/24"]},
+            "status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.1"},
+                                     {"type": "Hostname", "address": "n1"}]}}),
+        );
+        let s = seed(
+            &n,
+            IpamMode::Kubernetes,
+            &NodeSeedConfig::default(),
+            &CustomCniConf::default(),
+        )
+        .expect("seed");
+        let mut doc = json!({"metadata": {"name": "n1"},
+            "spec": {"ipam": {"pool": {"10.0.0.1": {}}}, "future": 1}});
+        assert!(apply(&mut doc, &s));
+        assert_eq!(doc["metadata"]["labels"], json!({"zone": "a"}));
+        assert_eq!(doc["metadata"]["ownerReferences"][0]["uid"], "u1");
+        assert_eq!(doc["spec"]["instance-id"], "i-1");
+        assert_eq!(
+            doc["spec"]["addresses"],
+            json!([{"type": "InternalIP", "ip": "192.0.2.1"}])
+        );
+        assert_eq!(doc["spec"]["ipam"]["podCIDRs"], json!(["10.1.0.0/24"]));
+        assert_eq!(doc["spec"]["ipam"]["pool"], json!({"10.0.0.1": {}}));
+        assert_eq!(doc["spec"]["future"], 1);
+        assert!(!apply(&mut doc, &s), "seeding twice changes nothing");
+    }
+}

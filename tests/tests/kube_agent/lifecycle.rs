@@ -1,0 +1,280 @@
+//! Node discovery, the operator handshakes (crd, multi-pool), missing permissions and a
+//! CiliumNode another writer made invalid.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weft_tests::{ThreadNetNs, kube::Verb, require_root};
+
+use super::{Cluster, DEBOUNCE, add, crd_pool, used, wait_for};
+
+#[test]
+fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    let mut agent = cluster.agent("node-a", &["--ipam", "kubernetes"]);
+    agent.spawn();
+    // No v1.Node yet: the agent waits (and says so) instead of failing.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        agent.running(),
+        "the agent must wait for its Node:\n{}",
+        agent.log()
+    );
+    assert!(cluster.cilium_node("node-a").is_none());
+    assert!(
+        agent.log().contains("waiting for v1.Node node-a"),
+        "{}",
+        agent.log()
+    );
+
+    let node = cluster.add_node(
+        "node-a",
+        "aws:///eu-west-1a/i-0abc123",
+        Some("10.77.0.0/24"),
+    );
+    agent.wait_ready(Duration::from_secs(30));
+    let cn = cluster.cilium_node("node-a").expect("CiliumNode created");
+    assert_eq!(
+        cn["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": node["metadata"]["uid"]}])
+    );
+    assert_eq!(
+        cn["metadata"]["labels"]["topology.kubernetes.io/zone"],
+        "z1"
+    );
+    assert_eq!(cn["spec"]["instance-id"], "i-0abc123");
+    assert_eq!(
+        cn["spec"]["addresses"],
+        json!([{"type": "InternalIP", "ip": "192.0.2.10"}])
+    );
+    assert_eq!(cn["spec"]["ipam"]["podCIDRs"], json!(["10.77.0.0/24"]));
+
+    // kubernetes mode allocates from the Node's pod CIDR.
+    cluster.add_pod("default", "web-0", "node-a");
+    let pod = add(&agent, "default", "web-0");
+    let cidr: ipnet::IpNet = "10.77.0.0/24".parse().expect("cidr");
+    assert!(pod.ips.iter().all(|ip| cidr.contains(ip)), "{:?}", pod.ips);
+}
+
+#[test]
+fn crd_mode_operator_fills_the_pool_and_status_used_converges() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node(
+        "node-b",
+        "azure:///subscriptions/S/virtualMachines/VM-B",
+        None,
+    );
+    let mut agent = cluster.agent(
+        "node-b",
+        &["--ipam", "crd", "--enable-health-checking", "false"],
+    );
+    agent.spawn();
+    wait_for("the CiliumNode", Duration::from_secs(20), || {
+        cluster
+            .cilium_node("node-b")
+            .map(|_| ())
+            .ok_or_else(|| "absent".into())
+    });
+    let cn = cluster.cilium_node("node-b").expect("exists");
+    assert_eq!(
+        cn["spec"]["instance-id"], "/subscriptions/s/virtualmachines/vm-b",
+        "Azure resource ids become lower-cased instance ids, as Cilium does"
+    );
+    // The operator's part: hand the node addresses.
+    cluster.operator_edit("node-b", |n| n["spec"]["ipam"]["pool"] = crd_pool(8));
+    agent.wait_ready(Duration::from_secs(30));
+    for i in 0..3 {
+        cluster.add_pod("web", &format!("w{i}"), "node-b");
+    }
+    let pods: Vec<_> = (0..3)
+        .map(|i| add(&agent, "web", &format!("w{i}")))
+        .collect();
+    let mut expected: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| (p.ips[0].to_string(), format!("web/{}", p.name)))
+        .collect();
+    expected.sort();
+    wait_for(
+        "status.ipam.used to list the three pods and the router",
+        DEBOUNCE * 3,
+        || {
+            let node = cluster.cilium_node("node-b").expect("exists");
+            let used = used(&node);
+            let pods: Vec<(String, String)> = used
+                .iter()
+                .filter(|(_, owner)| *owner != "router")
+                .map(|(ip, owner)| (ip.clone(), owner.clone()))
+                .collect();
+            let routers = used.values().filter(|o| *o == "router").count();
+            (pods == expected && routers == 1)
+                .then_some(())
+                .ok_or_else(|| format!("{used:?}"))
+        },
+    );
+    // The operator's fields are untouched.
+    let node = cluster.cilium_node("node-b").expect("exists");
+    assert_eq!(node["spec"]["ipam"]["pool"], crd_pool(8));
+}
+
+#[test]
+fn multi_pool_requested_is_written_and_allocated_cidrs_are_used() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-c", "", None);
+    cluster.add_pool("default", "10.99.0.0/16", 27);
+    let mut agent = cluster.agent(
+        "node-c",
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8",
+        ],
+    );
+    agent.spawn();
+    wait_for("spec.ipam.pools.requested", DEBOUNCE * 20, || {
+        let node = cluster.cilium_node("node-c").ok_or("no CiliumNode")?;
+        let requested = &node["spec"]["ipam"]["pools"]["requested"];
+        (requested[0]["pool"] == "default"
+            && requested[0]["needed"]["ipv4-addrs"].as_u64() >= Some(8))
+        .then_some(())
+        .ok_or_else(|| requested.to_string())
+    });
+    cluster.operator_edit("node-c", |n| {
+        n["spec"]["ipam"]["pools"]["allocated"] =
+            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
+    });
+    agent.wait_ready(Duration::from_secs(30));
+    cluster.add_pod("default", "a", "node-c");
+    let pod = add(&agent, "default", "a");
+    let cidr: ipnet::IpNet = "10.99.0.0/27".parse().expect("cidr");
+    assert!(cidr.contains(&pod.ips[0]), "{:?}", pod.ips);
+    // The agent keeps what the operator allocated while it uses it.
+    std::thread::sleep(DEBOUNCE * 2);
+    let node = cluster.cilium_node("node-c").expect("exists");
+    assert_eq!(
+        node["spec"]["ipam"]["pools"]["allocated"],
+        json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}])
+    );
+}
+
+#[test]
+fn missing_permissions_stop_start_up_naming_the_verb_and_resource() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-d", "", None);
+    cluster.emu.faults().inject(
+        Some(Verb::Create),
+        "ciliumnodes",
+        u32::MAX,
+        weft_tests::kube::Answer::Forbidden,
+    );
+    let mut agent = cluster.agent("node-d", &["--ipam", "multi-pool"]);
+    agent.spawn();
+    let code = agent.wait_exit(Duration::from_secs(20));
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit {code:?}:\n{}",
+        agent.log()
+    );
+    let log = agent.log();
+    assert!(
+        log.contains("refused to create ciliumnodes (403)") && log.contains("deploy/rbac.yaml"),
+        "{log}"
+    );
+
+    // A watch the role does not allow is as fatal, once the CiliumNode exists.
+    cluster.emu.faults().clear();
+    cluster.emu.faults().inject(
+        Some(Verb::List),
+        "pods",
+        u32::MAX,
+        weft_tests::kube::Answer::Forbidden,
+    );
+    agent.spawn();
+    let code = agent.wait_exit(Duration::from_secs(30));
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit {code:?}:\n{}",
+        agent.log()
+    );
+    assert!(
+        agent.log().contains("refused to list pods (403)"),
+        "{}",
+        agent.log()
+    );
+}
+
+#[test]
+fn an_invalid_field_from_another_writer_is_reported_and_never_rewritten() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-e", "", None);
+    cluster.add_pool("default", "10.99.0.0/16", 27);
+    let mut agent = cluster.agent(
+        "node-e",
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8",
+        ],
+    );
+    agent.spawn();
+    wait_for("the CiliumNode", Duration::from_secs(20), || {
+        cluster
+            .cilium_node("node-e")
+            .map(|_| ())
+            .ok_or_else(|| "absent".into())
+    });
+    cluster.operator_edit("node-e", |n| {
+        n["spec"]["ipam"]["pools"]["allocated"] =
+            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
+    });
+    agent.wait_ready(Duration::from_secs(30));
+    cluster.add_pod("default", "a", "node-e");
+    let first = add(&agent, "default", "a");
+
+    // Another writer breaks a CIDR.
+    let broken = json!([{"pool": "default", "cidrs": ["10.99.0.0/27", "10.99.0.300/27"]}]);
+    cluster.operator_edit("node-e", |n| {
+        n["spec"]["ipam"]["pools"]["allocated"] = broken.clone();
+    });
+    wait_for("an Event naming the field", Duration::from_secs(10), || {
+        let events = cluster.emu.list("events");
+        events
+            .iter()
+            .any(|e| {
+                e["reason"] == "InvalidField"
+                    && e["involvedObject"]["name"] == "node-e"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("spec.ipam.pools.allocated[0].cidrs[1]"))
+            })
+            .then_some(())
+            .ok_or_else(|| Value::from(events).to_string())
+    });
+    assert!(
+        agent
+            .log()
+            .contains("spec.ipam.pools.allocated[0].cidrs[1]"),
+        "the log names the field:\n{}",
+        agent.log()
+    );
+    // The agent keeps serving from the last valid version...
+    cluster.add_pod("default", "b", "node-e");
+    let second = add(&agent, "default", "b");
+    assert_ne!(first.ips, second.ips);
+    // ...and never rewrites the broken field, through several debounce intervals.
+    std::thread::sleep(DEBOUNCE * 3);
+    let node = cluster.cilium_node("node-e").expect("exists");
+    assert_eq!(node["spec"]["ipam"]["pools"]["allocated"], broken);
+    assert!(agent.running(), "{}", agent.log());
+}
