@@ -171,6 +171,34 @@ impl Agent {
         None
     }
 
+    /// GET `path` from the agent's health endpoint (`--health-addr 127.0.0.1:0`, the bound
+    /// port read from its log); the status code.
+    #[must_use]
+    pub fn probe(&self, path: &str) -> u16 {
+        use std::io::Read as _;
+        let log = self.log();
+        let plain: String = strip_ansi(&log);
+        let addr = plain
+            .lines()
+            .find_map(|l| {
+                l.contains("serving /healthz and /readyz")
+                    .then(|| l.rsplit("addr=").next())
+                    .flatten()
+            })
+            .unwrap_or_else(|| panic!("no health address in the log:\n{log}"))
+            .trim()
+            .to_owned();
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect to the health port");
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+    }
+
     /// Is the agent process alive?
     pub fn running(&mut self) -> bool {
         self.child
@@ -258,6 +286,24 @@ impl Drop for Agent {
         let _ = std::fs::remove_dir_all(&self.base);
         let _ = std::fs::remove_dir_all(&self.pin_dir);
     }
+}
+
+/// `text` without ANSI colour sequences.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Run `weft-cni` with exactly `env` and `stdin`.
