@@ -60,6 +60,9 @@ pub enum Command {
     /// Inspect the eBPF maps.
     #[command(subcommand)]
     Bpf(BpfCommand),
+    /// The CNI plugin on the host: install it (the DaemonSet's init container does).
+    #[command(subcommand)]
+    Cni(CniCommand),
 }
 
 /// Arguments of `weft-agent run`.
@@ -316,4 +319,26 @@ pub enum Output {
     Table,
     /// JSON for scripts.
     Json,
+}
+
+/// `weft-agent cni ...`
+#[derive(Debug, Subcommand)]
+pub enum CniCommand {
+    /// Copy `weft-cni` into the CNI binary directory and write `05-weft.conflist`, each
+    /// atomically and only when it differs.
+    Install(InstallArgs),
+}
+
+/// Arguments of `weft-agent cni install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The plugin binary to install (default: `weft-cni` beside the running `weft-agent`).
+    #[arg(long, env = "WEFT_CNI_BIN_SRC")]
+    pub bin_src: Option<PathBuf>,
+    /// Where the container runtime looks for CNI plugins.
+    #[arg(long, env = "WEFT_CNI_BIN_DIR", default_value = "/opt/cni/bin")]
+    pub bin_dir: PathBuf,
+    /// Where the container runtime reads network configurations.
+    #[arg(long, env = "WEFT_CNI_CONF_DIR", default_value = "/etc/cni/net.d")]
+    pub conf_dir: PathBuf,
 }

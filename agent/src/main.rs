@@ -10,7 +10,7 @@ mod inspect;
 use std::collections::BTreeMap;
 
 use weft_agent::{
-    cli::{Cli, Command, ConfigArgs, IpamCommand, PodAdd, PodCommand},
+    cli::{Cli, CniCommand, Command, ConfigArgs, IpamCommand, PodAdd, PodCommand},
     cni::proto::{Request, Response},
     daemon::{Daemon, DaemonOptions, StoreSource},
     datapath::{Datapath, DatapathConfig, PodSpec},
@@ -103,6 +103,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bpf(command) => {
             let mut datapath = Datapath::load(&config).context("loading the datapath")?;
             inspect::bpf(&mut datapath, &command)?;
+        }
+        Command::Cni(CniCommand::Install(args)) => {
+            let options = weft_agent::cni::install::Options {
+                bin_src: args.bin_src,
+                bin_dir: args.bin_dir,
+                conf_dir: args.conf_dir,
+            };
+            let report = weft_agent::cni::install::install(&options)
+                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+            print!("{report}");
         }
     }
     Ok(())

@@ -1,7 +1,8 @@
 //! `cargo xtask setup`: installs, idempotently, everything the build and the tests need on
 //! a fresh Debian machine: the nightly toolchain with `rust-src` (the eBPF crate is built
 //! with `-Z build-std`), `bpf-linker` linked against nightly's own libLLVM, and the Debian
-//! packages the datapath tests and the demo call. Each item prints one line, `ok: ...`
+//! packages the datapath tests and the demo call, and `kubernetes-validate` (PyPI, in a venv
+//! under [`TOOLS_VENV`]) for the deploy manifests' test. Each item prints one line, `ok: ...`
 //! when already present or `installing: ...` before installing it.
 
 use std::{
@@ -17,7 +18,8 @@ use crate::run::{self, display, output, succeeds};
 
 /// Debian packages used by the tests, benchmarks and demo (`nsenter` is in util-linux,
 /// `modprobe` in kmod, `ping` in iputils-ping, `sysctl` in procps; containerd, runc and the
-/// static busybox, the only thing in the containers' image, for the runtime tests).
+/// static busybox, the only thing in the containers' image, for the runtime tests;
+/// python3-venv for the venv that holds kubernetes-validate).
 const DEB_PACKAGES: &[&str] = &[
     "bpftool",
     "iproute2",
@@ -32,7 +34,17 @@ const DEB_PACKAGES: &[&str] = &[
     "containerd",
     "runc",
     "busybox-static",
+    "python3-venv",
 ];
+
+/// The venv that holds Python tools from PyPI (outside the repository, like the bpf-linker
+/// prefix, so `cargo clean` keeps it). tests/tests/deploy_manifests.rs runs
+/// `<venv>/bin/kubernetes-validate`.
+const TOOLS_VENV: &str = "/opt/weft-tools/venv";
+
+/// The kubernetes-validate release the manifests are checked with (it ships the schemas of
+/// Kubernetes 1.25 to 1.37; the test validates against 1.33).
+const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
 
 /// The bpf-linker release line the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "^0.13";
@@ -42,7 +54,8 @@ pub fn setup() -> Result<()> {
     nightly_toolchain()?;
     rust_src()?;
     bpf_linker()?;
-    deb_packages()
+    deb_packages()?;
+    kubernetes_validate()
 }
 
 fn nightly_toolchain() -> Result<()> {
@@ -227,6 +240,39 @@ fn deb_packages() -> Result<()> {
         bail!("{names} still not installed after apt-get: run `apt-get install {names}` as root");
     }
     Ok(())
+}
+
+/// `kubernetes-validate` at [`KUBERNETES_VALIDATE_VERSION`] in [`TOOLS_VENV`] (created with
+/// Debian's python3-venv when missing); a venv with another version is upgraded in place.
+fn kubernetes_validate() -> Result<()> {
+    let venv = Path::new(TOOLS_VENV);
+    let tool = venv.join("bin").join("kubernetes-validate");
+    let installed = output(Command::new(&tool).arg("--version")).ok();
+    if installed.as_deref().map(str::trim) == Some(KUBERNETES_VALIDATE_VERSION) {
+        println!("ok: kubernetes-validate {KUBERNETES_VALIDATE_VERSION} ({TOOLS_VENV})");
+        return Ok(());
+    }
+    if !run::is_root()? {
+        bail!(
+            "kubernetes-validate {KUBERNETES_VALIDATE_VERSION} is missing from {TOOLS_VENV} and \
+             installing it needs root: run `cargo xtask setup` as root"
+        );
+    }
+    if !venv.join("bin").join("pip").exists() {
+        install(
+            &format!("python venv {TOOLS_VENV}"),
+            Command::new("python3").args(["-m", "venv"]).arg(venv),
+        )?;
+    }
+    install(
+        &format!("kubernetes-validate {KUBERNETES_VALIDATE_VERSION}"),
+        Command::new(venv.join("bin").join("pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("kubernetes-validate=={KUBERNETES_VALIDATE_VERSION}"),
+        ]),
+    )
 }
 
 /// Prints `installing: <what> (<cmd>)`, runs `cmd` with its output streaming, and on
