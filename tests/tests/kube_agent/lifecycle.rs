@@ -35,10 +35,14 @@ fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
         Some("10.77.0.0/24"),
     );
     agent.wait_ready(Duration::from_secs(30));
-    wait_for("/readyz to answer 200 once CNI is served", Duration::from_secs(5), || {
-        let code = agent.probe("/readyz");
-        (code == 200).then_some(()).ok_or_else(|| code.to_string())
-    });
+    wait_for(
+        "/readyz to answer 200 once CNI is served",
+        Duration::from_secs(5),
+        || {
+            let code = agent.probe("/readyz");
+            (code == 200).then_some(()).ok_or_else(|| code.to_string())
+        },
+    );
     assert_eq!(agent.probe("/nope"), 404);
     let cn = cluster.cilium_node("node-a").expect("CiliumNode created");
     assert_eq!(
