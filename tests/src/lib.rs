@@ -1,8 +1,9 @@
 //! weft's integration harness: a private "node" network namespace per test thread, pods in
 //! named namespaces wired by the real datapath module, a private bpffs pin directory, and
-//! helpers to run commands inside pods; and a Kubernetes API server emulator (`kube`) for the
-//! agent's Kubernetes side. Used by the integration tests, the benchmarks and nothing in
-//! production. Every failure panics with the reason (tests must fail loudly).
+//! helpers to run commands inside pods; a Kubernetes API server emulator (`kube`) for the
+//! agent's Kubernetes side; and the generator of the checked-in CRDs (`crds`). Used by the
+//! integration tests, the benchmarks and `gen-crds`, nothing in production. Every failure
+//! panics with the reason (tests must fail loudly).
 
 #![allow(
     clippy::missing_panics_doc,
@@ -12,6 +13,7 @@
 pub mod agent;
 pub mod bench;
 pub mod containerd;
+pub mod crds;
 pub mod external;
 pub mod frames;
 pub mod kube;

@@ -7,6 +7,7 @@
 mod bench;
 mod demo;
 mod demo_containerd;
+mod gen_crds;
 mod run;
 mod setup;
 mod test;
@@ -18,7 +19,8 @@ use std::{
 
 use clap::{Parser, Subcommand};
 
-/// Developer tasks for weft: toolchain setup, the full check suite, a live demo and benchmarks.
+/// Developer tasks for weft: toolchain setup, the full check suite, a live demo, benchmarks and
+/// CRD generation.
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask")]
 struct Cli {
@@ -48,6 +50,9 @@ enum Command {
     DemoContainerd,
     /// Run setup, then a benchmark in release mode.
     Bench(bench::BenchArgs),
+    /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
+    /// the result in; the `crds` tests fail while it is stale). Needs `cargo xtask setup` once.
+    GenCrds,
 }
 
 /// Reports errors as `error: ...` plus their causes, without anyhow's backtrace (which
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::demo(&args),
         Command::DemoContainerd => demo_containerd::demo_containerd(),
         Command::Bench(args) => bench::bench(&args),
+        Command::GenCrds => gen_crds::gen_crds(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::meta::{Extra, opt_text};
@@ -18,7 +19,7 @@ pub const STATE_SUCCEEDED: &str = "succeeded";
 pub const INTERFACE_ADDRESS_LIMIT: usize = 256;
 
 /// `spec.azure`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct AzureSpec {
     /// Interface the operator allocates addresses on.
@@ -30,7 +31,7 @@ pub struct AzureSpec {
 }
 
 /// `status.azure`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AzureStatus {
     /// Interfaces of the node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -41,7 +42,7 @@ pub struct AzureStatus {
 }
 
 /// One `status.azure.interfaces` entry (Cilium `AzureInterface`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct AzureInterface {
     /// Interface resource id (the `resource` of `spec.ipam.pool` entries).
@@ -49,6 +50,7 @@ pub struct AzureInterface {
     pub id: String,
     /// Primary address.
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub ip: Option<IpAddr>,
     /// Interface name.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -71,9 +73,11 @@ pub struct AzureInterface {
     pub subnet: Option<AzureSubnet>,
     /// Default gateway of the subnet; written as `""` when unset (no `omitempty` in Go).
     #[serde(default, with = "opt_text")]
+    #[schemars(with = "Option<String>")]
     pub gateway: Option<IpAddr>,
     /// Deprecated subnet CIDR, the fallback when `subnet.cidr` is missing.
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub cidr: Option<IpNet>,
     /// Unmodelled fields (for example the obsolete `GatewayIP`).
     #[serde(flatten)]
@@ -92,7 +96,7 @@ impl AzureInterface {
 }
 
 /// One address of an interface.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AzureAddress {
     /// The address, as written (not a typed field on the wire).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -117,13 +121,14 @@ impl AzureAddress {
 }
 
 /// `subnet` of an interface.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AzureSubnet {
     /// Subnet resource id.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     /// Subnet CIDR.
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub cidr: Option<IpNet>,
     /// Unmodelled fields.
     #[serde(flatten)]

@@ -6,6 +6,7 @@
 use std::{collections::BTreeMap, net::IpAddr};
 
 use ipnet::IpNet;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -17,7 +18,7 @@ use super::{
 pub const ENI_POOL: &str = "default";
 
 /// `spec.eni` (Cilium `ENISpec`, B fields; A's obsolete ones survive in `extra`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct EniSpec {
     /// EC2 instance type, e.g. `m5.large`.
@@ -65,7 +66,7 @@ pub struct EniSpec {
 }
 
 /// `status.eni`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EniStatus {
     /// ENIs by ENI id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -76,7 +77,7 @@ pub struct EniStatus {
 }
 
 /// One `status.eni.enis` value (Cilium `ENI`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct Eni {
     /// ENI id (`eni-…`).
@@ -84,6 +85,7 @@ pub struct Eni {
     pub id: String,
     /// Primary address.
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub ip: Option<IpAddr>,
     /// MAC address.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -106,12 +108,15 @@ pub struct Eni {
     /// Secondary addresses (plus those expanded from prefixes, plus the primary when
     /// `use-primary-address`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
     pub addresses: Vec<IpAddr>,
     /// Delegated IPv4 /28 prefixes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
     pub prefixes: Vec<IpNet>,
     /// Delegated IPv6 /80 prefixes (ignored by the B accessor).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
     pub ipv6_prefixes: Vec<IpNet>,
     /// Security groups of the ENI.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -121,6 +126,7 @@ pub struct Eni {
     pub tags: BTreeMap<String, String>,
     /// Public address of the ENI.
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub public_ip: Option<IpAddr>,
     /// Unmodelled fields.
     #[serde(flatten)]
@@ -148,13 +154,14 @@ impl Eni {
 }
 
 /// `subnet` of an ENI.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AwsSubnet {
     /// Subnet id.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub id: String,
     /// Subnet CIDR (the gateway is its network address + 1).
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub cidr: Option<IpNet>,
     /// Unmodelled fields.
     #[serde(flatten)]
@@ -162,7 +169,7 @@ pub struct AwsSubnet {
 }
 
 /// `vpc` of an ENI.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct AwsVpc {
     /// VPC id.
@@ -170,9 +177,11 @@ pub struct AwsVpc {
     pub id: String,
     /// Primary VPC CIDR.
     #[serde(default, with = "opt_text", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub primary_cidr: Option<IpNet>,
     /// Further VPC CIDRs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
     pub cidrs: Vec<IpNet>,
     /// Unmodelled fields.
     #[serde(flatten)]

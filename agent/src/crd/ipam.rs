@@ -2,10 +2,11 @@
 //! stores handle (Cilium `pkg/ipam/types/types.go`).
 
 use ipnet::IpNet;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One address of `spec.ipam.pool` / `status.ipam.used`: `{"owner": …, "resource": …}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AllocationIp {
     /// `namespace/pod` (or `router`, `health`, …) that holds the address; empty when free.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -16,7 +17,9 @@ pub struct AllocationIp {
 }
 
 /// State of an address in the `status.ipam.release-ips` handshake.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum ReleaseState {
     /// Operator: it wants to release the address.
     #[serde(rename = "marked-for-release")]
@@ -46,7 +49,7 @@ impl ReleaseState {
 }
 
 /// `spec.ipam.pools`: multi-pool demand (written by the agent) and allocations (operator).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IpamPoolSpec {
     /// What the agent asks for, sorted by pool name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -57,7 +60,7 @@ pub struct IpamPoolSpec {
 }
 
 /// One entry of `spec.ipam.pools.requested`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IpamPoolRequest {
     /// Pool name.
     pub pool: String,
@@ -67,7 +70,7 @@ pub struct IpamPoolRequest {
 }
 
 /// `needed` of a pool request (omitempty ints, as Cilium writes them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IpamPoolDemand {
     /// IPv4 addresses needed.
     #[serde(rename = "ipv4-addrs", default, skip_serializing_if = "is_zero")]
@@ -78,7 +81,7 @@ pub struct IpamPoolDemand {
 }
 
 /// One entry of `spec.ipam.pools.allocated`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct IpamPoolAllocation {
     /// Pool name.
     pub pool: String,
@@ -90,6 +93,7 @@ pub struct IpamPoolAllocation {
     pub allow_last_ip: bool,
     /// The CIDRs, as written (host bits are kept on the wire; consumers mask them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::schema::cidr_list")]
     pub cidrs: Vec<IpNet>,
 }
 

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -45,7 +46,7 @@ pub struct ObjectMeta {
 
 /// A Kubernetes `metav1.LabelSelector`. `None` where one is optional means "no selector", which
 /// callers interpret per field; an empty selector (`{}`) matches everything.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     /// `key: value` pairs that must all be present.
@@ -61,7 +62,7 @@ pub struct LabelSelector {
 
 /// One `matchExpressions` entry. The operator stays a string on the wire: an unknown one is a
 /// selector compile error (`ipam::labels`), not a decoding error of the whole object.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LabelSelectorRequirement {
     /// Label key.
     #[serde(default)]

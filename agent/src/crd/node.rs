@@ -9,6 +9,7 @@
 use std::{collections::BTreeMap, sync::LazyLock};
 
 use ipnet::IpNet;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -20,7 +21,7 @@ use super::{
 };
 
 /// A `CiliumNode` (cluster-scoped, one per node, named after the node).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumNode {
     /// `cilium.io/v2`.
     #[serde(
@@ -34,6 +35,7 @@ pub struct CiliumNode {
     pub kind: String,
     /// Object metadata (always written, as Go's `json:"metadata"`).
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::object_meta")]
     pub metadata: ObjectMeta,
     /// Desired state (always written).
     #[serde(default)]
@@ -99,7 +101,7 @@ impl CiliumNode {
 }
 
 /// `spec` of a `CiliumNode`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct NodeSpec {
     /// Cloud instance id (Azure: lower-cased provider id without `azure://`).
@@ -128,6 +130,7 @@ pub struct NodeSpec {
     pub azure: Option<AzureSpec>,
     /// `AlibabaCloud` configuration, kept opaque.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::opaque_object")]
     pub alibaba_cloud: Option<Value>,
     /// Address management (`spec.ipam`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,7 +144,7 @@ pub struct NodeSpec {
 }
 
 /// One `spec.addresses` entry.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeAddress {
     /// `InternalIP`, `ExternalIP`, `CiliumInternalIP`, …
     #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
@@ -154,8 +157,9 @@ pub struct NodeAddress {
     pub extra: Extra,
 }
 
-/// `spec.health` / `spec.ingress`: an IPv4 and/or IPv6 address.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `spec.health` / `spec.ingress` (and a CiliumEndpoint's `status.networking.addressing[]`): an
+/// IPv4 and/or IPv6 address.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct AddressPair {
     /// IPv4 address.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -169,7 +173,7 @@ pub struct AddressPair {
 }
 
 /// `spec.encryption`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EncryptionSpec {
     /// Key index, 0 when encryption is off.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -180,7 +184,7 @@ pub struct EncryptionSpec {
 }
 
 /// `spec.ipam` (Cilium `IPAMSpec`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct IpamSpec {
     /// IP → allocation: addresses available to the node in `crd`/`azure`/`alibabacloud` modes.
@@ -195,6 +199,7 @@ pub struct IpamSpec {
     pub pools: Option<IpamPoolSpec>,
     /// Pod CIDRs (cluster-pool, kubernetes); host bits are kept as written.
     #[serde(rename = "podCIDRs", default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::schema::cidr_list")]
     pub pod_cidrs: Vec<IpNet>,
     /// Minimum number of addresses the operator must provide before the agent starts.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -232,7 +237,7 @@ impl IpamSpec {
 }
 
 /// `status` of a `CiliumNode`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct NodeStatus {
     /// AWS ENI status (`enis`).
@@ -246,6 +251,7 @@ pub struct NodeStatus {
     pub ipam: Option<IpamStatus>,
     /// `AlibabaCloud` status, kept opaque.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::opaque_object")]
     pub alibaba_cloud: Option<Value>,
     /// Unmodelled fields.
     #[serde(flatten)]
@@ -253,7 +259,7 @@ pub struct NodeStatus {
 }
 
 /// `status.ipam` (Cilium `IPAMStatus`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct IpamStatus {
     /// Addresses in use (both families, CRD allocator).
@@ -264,6 +270,7 @@ pub struct IpamStatus {
     pub ipv6_used: BTreeMap<String, AllocationIp>,
     /// Legacy cluster-pool-v2beta CIDR states, kept opaque.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::opaque_object")]
     pub pod_cidrs: Option<Value>,
     /// Operator-reported error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -283,7 +290,7 @@ pub struct IpamStatus {
 }
 
 /// `status.ipam.operator-status`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct OperatorStatus {
     /// Error message set by the operator.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::meta::{Extra, LabelSelector, ObjectMeta};
@@ -30,7 +31,7 @@ pub enum NodeConfigError {
 }
 
 /// A `CiliumNodeConfig`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumNodeConfig {
     /// `cilium.io/v2`.
     #[serde(
@@ -44,6 +45,7 @@ pub struct CiliumNodeConfig {
     pub kind: String,
     /// Object metadata; the name orders the configs.
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::object_meta")]
     pub metadata: ObjectMeta,
     /// Overrides and the nodes they apply to.
     #[serde(default)]
@@ -61,7 +63,7 @@ impl CiliumNodeConfig {
 }
 
 /// `spec` of a `CiliumNodeConfig`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeConfigSpec {
     /// Option overrides, as in the `cilium-config` `ConfigMap` (required, always written).

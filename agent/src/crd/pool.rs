@@ -3,6 +3,7 @@
 //! annotation. weft only reads pools (the operator carves them); selection lives in
 //! `ipam::selection`, not here.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::meta::{Extra, LabelSelector, ObjectMeta};
@@ -11,7 +12,7 @@ use super::meta::{Extra, LabelSelector, ObjectMeta};
 pub const SKIP_MASQUERADE_ANNOTATION: &str = "ipam.cilium.io/skip-masquerade";
 
 /// A `CiliumPodIPPool` (cluster-scoped).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumPodIPPool {
     /// `cilium.io/v2alpha1`.
     #[serde(
@@ -25,6 +26,7 @@ pub struct CiliumPodIPPool {
     pub kind: String,
     /// Object metadata; the name is the pool name.
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::object_meta")]
     pub metadata: ObjectMeta,
     /// The pool.
     #[serde(default)]
@@ -57,7 +59,7 @@ impl CiliumPodIPPool {
 }
 
 /// `spec` of a `CiliumPodIPPool`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IpPoolSpec {
     /// IPv4 part; the pool serves IPv4 only when present.
@@ -93,12 +95,13 @@ pub struct IpPoolSpec {
 }
 
 /// `spec.ipv4` / `spec.ipv6` of a pool.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolFamilySpec {
     /// CIDRs the operator carves node blocks from, as written (a plain string type in Cilium,
     /// so a bad one does not fail decoding).
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::cidr_list")]
     pub cidrs: Vec<String>,
     /// Prefix length of each node block.
     #[serde(default)]

@@ -1,0 +1,30 @@
+//! `cargo xtask gen-crds`: regenerates the checked-in CustomResourceDefinitions under
+//! `deploy/crds/` from the Rust crd types. The generator lives in `weft-tests` (binary
+//! `gen-crds`), because this crate must not depend on workspace crates; this only runs it.
+//! Building it builds `weft-agent` and so its eBPF object: on a fresh machine run
+//! `cargo xtask setup` first (not done here: setup also installs Debian packages, as root).
+
+use std::process::Command;
+
+use anyhow::Result;
+
+use crate::{run, workspace_root};
+
+/// Runs `cargo run -p weft-tests --bin gen-crds -- <workspace>/deploy/crds`.
+pub fn gen_crds() -> Result<()> {
+    let dir = workspace_root().join("deploy").join("crds");
+    run::echo_run(
+        Command::new("cargo")
+            .current_dir(workspace_root())
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "weft-tests",
+                "--bin",
+                "gen-crds",
+                "--",
+            ])
+            .arg(dir),
+    )
+}
