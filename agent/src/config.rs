@@ -10,7 +10,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored).
-pub const KEYS: [&str; 22] = [
+pub const KEYS: [&str; 24] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -33,6 +33,8 @@ pub const KEYS: [&str; 22] = [
     "ipam-static-ip-tags",
     "azure-interface-name",
     "read-cni-conf",
+    "auto-direct-node-routes",
+    "cluster-name",
 ];
 
 /// Cilium's `ip-masq-agent-config-path` default.
@@ -77,6 +79,11 @@ pub struct AgentConfig {
     pub ipv6_native_routing_cidr: Option<Ipv6Net>,
     /// What the agent seeds into its CiliumNode (Kubernetes only).
     pub node_seed: NodeSeedConfig,
+    /// `auto-direct-node-routes` (default false): route other nodes' pod CIDRs via their
+    /// addresses.
+    pub auto_direct_node_routes: bool,
+    /// `cluster-name` (default `default`): part of every pod's security labels.
+    pub cluster_name: String,
 }
 
 /// The keys that seed the agent's own CiliumNode when it runs against Kubernetes (Cilium's
@@ -132,6 +139,8 @@ impl Default for AgentConfig {
             ipv4_native_routing_cidr: None,
             ipv6_native_routing_cidr: None,
             node_seed: NodeSeedConfig::default(),
+            auto_direct_node_routes: false,
+            cluster_name: crate::identity::DEFAULT_CLUSTER.to_owned(),
         }
     }
 }
@@ -196,6 +205,11 @@ impl AgentConfig {
                     config.only_masquerade_default_pool =
                         parse_bool(value).ok_or_else(|| bad("true or false"))?;
                 }
+                "auto-direct-node-routes" => {
+                    config.auto_direct_node_routes =
+                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
+                }
+                "cluster-name" if !value.is_empty() => value.clone_into(&mut config.cluster_name),
                 "ipam-cilium-node-update-rate" => {
                     config.node_update_rate = parse_duration(value)
                         .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;

@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod datapath;
 pub mod fsutil;
 pub mod health;
+pub mod identity;
 pub mod ipam;
 pub mod k8s;
 pub mod masq;

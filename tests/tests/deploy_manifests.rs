@@ -63,6 +63,16 @@ const RBAC: &[(&str, &str, &[&str])] = &[
     ("cilium.io", "ciliumnodes/status", &["update"]),
     ("cilium.io", "ciliumpodippools", &["list", "watch"]),
     ("cilium.io", "ciliumnodeconfigs", &["list", "watch"]),
+    (
+        "cilium.io",
+        "ciliumendpoints",
+        &["get", "list", "watch", "create", "update", "delete"],
+    ),
+    (
+        "cilium.io",
+        "ciliumidentities",
+        &["list", "watch", "create"],
+    ),
     ("", "events", &["create"]),
 ];
 

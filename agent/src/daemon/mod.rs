@@ -7,9 +7,11 @@
 //! Cilium's refresh) re-feeds IPAM and writes back what the agent owns in its CiliumNode.
 //! All pod operations run under one lock, so allocations never race.
 
+mod identities;
 mod netdev;
 mod ops;
 mod records;
+mod remote;
 mod result;
 mod startup;
 
@@ -161,6 +163,12 @@ pub(crate) struct State {
     pub(crate) unrestored: Vec<(IpAddr, String, String)>,
     /// Native devices and masquerade exclusions.
     pub(crate) net: netdev::NodeNet,
+    /// Identities of label sets (single-host store).
+    pub(crate) local_ids: crate::identity::LocalAllocator,
+    /// IPCache entries for the rest of the cluster, as written.
+    pub(crate) remote_ipcache: BTreeMap<ipnet::IpNet, crate::datapath::ipcache::IpcacheEntry>,
+    /// Routes to other nodes' pod CIDRs, as installed.
+    pub(crate) node_routes: BTreeMap<ipnet::IpNet, IpAddr>,
 }
 
 /// The running agent.
@@ -171,6 +179,8 @@ pub struct Daemon {
     pub(crate) store: NodeStore,
     pub(crate) records: Records,
     pub(crate) state: Mutex<State>,
+    /// Woken when local endpoints or the store change (identities, CiliumEndpoints).
+    pub(crate) endpoints_changed: tokio::sync::Notify,
 }
 
 impl Handler for Daemon {
@@ -209,6 +219,8 @@ impl Daemon {
         };
         let listener = server::bind(&daemon.opts.socket)?;
         tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
+        tokio::spawn(identities::run(Arc::clone(&daemon)));
+        daemon.endpoints_changed.notify_one();
         ready.set(true);
         info!(socket = %daemon.opts.socket.display(), node = %daemon.opts.node_name, "weft-agent ready");
         let mut snapshots = daemon.store.snapshots();
@@ -274,6 +286,18 @@ impl Daemon {
         state.ipam.observe_node(snapshot.own_node());
         startup::finish_restore(&mut state, &self.opts);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
+        let own_ips: std::collections::BTreeSet<String> =
+            netdev::host_ips(&state, snapshot.own_node())
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        remote::sync(
+            &mut state,
+            &snapshot,
+            &own_ips,
+            self.config.auto_direct_node_routes,
+        )
+        .await;
         netdev::reload_masq(&mut state);
         let write = state
             .ipam
@@ -285,6 +309,7 @@ impl Daemon {
                 .map_or("", |n| n.metadata.resource_version.as_str());
             self.store.write_node(write, base);
         }
+        self.endpoints_changed.notify_one();
     }
 }
 

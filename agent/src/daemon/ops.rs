@@ -23,6 +23,7 @@ use crate::{
     },
     datapath::{Datapath, DatapathError, PodSpec, host_ifname},
     ipam::manager::{Allocated, IpamError},
+    store::{NodeStore, Store as _},
 };
 
 fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
@@ -75,6 +76,7 @@ impl Daemon {
                 "the sandbox is gone; the runtime should retry with a live one",
             );
         }
+        self.wait_for_pod(pod).await;
         let mut state = self.state.lock().await;
         if !state.unrestored.is_empty() || state.router.is_empty() {
             let why = state.ipam.ready().err().map_or_else(
@@ -417,6 +419,38 @@ impl Daemon {
             })
             .collect();
         Response::Explained(lines)
+    }
+
+    /// With Kubernetes, kubelet creates the Pod before it calls CNI, but this node's watch may
+    /// not have delivered it yet: wait for it a little (as Cilium waits for its pod informer),
+    /// so pool selection sees its annotations and labels. Without it after the wait, selection
+    /// answers as it would (the pod is not found).
+    async fn wait_for_pod(&self, pod: &PodRequest) {
+        const POD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+        if !matches!(self.store, NodeStore::Kube(_)) || pod.pod_name.is_empty() {
+            return;
+        }
+        let key = (pod.pod_namespace.clone(), pod.pod_name.clone());
+        if self.state.lock().await.snapshot.pods.contains_key(&key) {
+            return;
+        }
+        let mut snapshots = self.store.snapshots();
+        let found = tokio::time::timeout(POD_WAIT, async {
+            loop {
+                if snapshots.borrow_and_update().pods.contains_key(&key) {
+                    return true;
+                }
+                if snapshots.changed().await.is_err() {
+                    return false;
+                }
+            }
+        })
+        .await
+        .unwrap_or(false);
+        if found {
+            let latest = Arc::clone(&snapshots.borrow());
+            self.sync(latest).await;
+        }
     }
 
     async fn request_write(&self) {

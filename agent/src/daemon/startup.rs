@@ -45,6 +45,9 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
         router: Vec::new(),
         unrestored: Vec::new(),
         net,
+        local_ids: crate::identity::LocalAllocator::default(),
+        remote_ipcache: std::collections::BTreeMap::new(),
+        node_routes: std::collections::BTreeMap::new(),
     };
     state.unrestored = unrestored(&records, &mut state).await?;
     finish_restore(&mut state, &opts);
@@ -54,6 +57,7 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
         store,
         records,
         state: Mutex::new(state),
+        endpoints_changed: tokio::sync::Notify::new(),
     };
     replay_deletes(&daemon).await;
     let snapshot = daemon.store.snapshots().borrow().clone();

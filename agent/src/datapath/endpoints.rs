@@ -133,6 +133,43 @@ impl Datapath {
             })
     }
 
+    /// Give the local endpoint at `ip` the security identity `identity`, in the endpoints map
+    /// and its IPCache host entry; `Ok(false)` when there is no endpoint at `ip` or it already
+    /// has that identity.
+    ///
+    /// # Errors
+    /// Reading or writing a map failed.
+    pub fn set_endpoint_identity(
+        &mut self,
+        ip: IpAddr,
+        identity: u32,
+    ) -> Result<bool, DatapathError> {
+        let current = match self.endpoints()?.get(&key_of(ip), 0) {
+            Ok(info) => info,
+            Err(e) if is_not_found(&e) => return Ok(false),
+            Err(source) => {
+                return Err(DatapathError::Map {
+                    map: maps::ENDPOINTS,
+                    action: "reading",
+                    source: Box::new(source),
+                });
+            }
+        };
+        if current.sec_identity == identity {
+            return Ok(false);
+        }
+        let updated = EndpointInfo {
+            sec_identity: identity,
+            ..current
+        };
+        self.upsert_endpoint(ip, &updated)?;
+        self.upsert_ipcache(
+            super::ipcache::host_prefix(ip),
+            &super::ipcache::IpcacheEntry::identity(identity),
+        )?;
+        Ok(true)
+    }
+
     /// Remove the endpoint for `ip`; `Ok(false)` if there was none (a no-op).
     ///
     /// # Errors

@@ -8,6 +8,7 @@
 //! structs and a write never drops what another writer (the operator) put in the object.
 
 pub mod discovery;
+pub mod endpoints;
 mod events;
 mod resources;
 pub mod seed;

@@ -26,6 +26,10 @@ pub enum Resource {
     CiliumPodIpPool,
     /// `cilium.io/v2` `ciliumnodeconfigs`.
     CiliumNodeConfig,
+    /// `cilium.io/v2` `ciliumendpoints`.
+    CiliumEndpoint,
+    /// `cilium.io/v2` `ciliumidentities`.
+    CiliumIdentity,
 }
 
 impl Resource {
@@ -45,6 +49,8 @@ impl Resource {
                 "ciliumpodippools",
             ),
             Self::CiliumNodeConfig => ("cilium.io", "v2", "CiliumNodeConfig", "ciliumnodeconfigs"),
+            Self::CiliumEndpoint => ("cilium.io", "v2", "CiliumEndpoint", "ciliumendpoints"),
+            Self::CiliumIdentity => ("cilium.io", "v2", "CiliumIdentity", "ciliumidentities"),
         }
     }
 
@@ -70,6 +76,12 @@ impl Resource {
             kind: kind.to_owned(),
             plural: plural.to_owned(),
         }
+    }
+
+    /// An API over the objects of this resource in `namespace`.
+    #[must_use]
+    pub fn namespaced(self, client: &Client, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), namespace, &self.api_resource())
     }
 
     /// An API over every object of this resource (all namespaces for namespaced ones).

@@ -1,7 +1,7 @@
-//! The Kubernetes store: five watches (the own CiliumNode by `metadata.name=`, this node's
-//! pods by `spec.nodeName=`, namespaces, CiliumPodIPPools, CiliumNodeConfigs) with kube's
-//! default backoff, folded into one [`Snapshot`] that is republished after every change once
-//! each watch has listed. An object that does not decode keeps its last good version and is
+//! The Kubernetes store: watches (the own CiliumNode by `metadata.name=`, every other
+//! CiliumNode, this node's pods by `spec.nodeName=`, namespaces, CiliumPodIPPools,
+//! CiliumNodeConfigs, CiliumEndpoints and CiliumIdentities) with kube's default backoff, folded
+//! into one [`Snapshot`] that is republished after every change once each watch has listed. An object that does not decode keeps its last good version and is
 //! reported (log, `Snapshot::problems`, and an Event for the own CiliumNode). A 401/403 from
 //! any watch is fatal: the agent cannot work without the permission and says which one.
 //!
@@ -77,24 +77,69 @@ impl std::fmt::Debug for Inner {
     }
 }
 
+/// One watch of the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Watch {
+    /// The own CiliumNode (field selector): IPAM reads it, the writer bases writes on it.
+    OwnNode,
+    /// Every other CiliumNode (routes and IPCache entries for remote nodes).
+    Nodes,
+    Pods,
+    Namespaces,
+    Pools,
+    NodeConfigs,
+    Endpoints,
+    Identities,
+}
+
+impl Watch {
+    const ALL: [Self; 8] = [
+        Self::OwnNode,
+        Self::Nodes,
+        Self::Pods,
+        Self::Namespaces,
+        Self::Pools,
+        Self::NodeConfigs,
+        Self::Endpoints,
+        Self::Identities,
+    ];
+
+    const fn resource(self) -> Resource {
+        match self {
+            Self::OwnNode | Self::Nodes => Resource::CiliumNode,
+            Self::Pods => Resource::Pod,
+            Self::Namespaces => Resource::Namespace,
+            Self::Pools => Resource::CiliumPodIpPool,
+            Self::NodeConfigs => Resource::CiliumNodeConfig,
+            Self::Endpoints => Resource::CiliumEndpoint,
+            Self::Identities => Resource::CiliumIdentity,
+        }
+    }
+
+    fn config(self, node_name: &str) -> watcher::Config {
+        match self {
+            Self::OwnNode => {
+                watcher::Config::default().fields(&format!("metadata.name={node_name}"))
+            }
+            Self::Nodes => {
+                watcher::Config::default().fields(&format!("metadata.name!={node_name}"))
+            }
+            Self::Pods => watcher::Config::default().fields(&format!("spec.nodeName={node_name}")),
+            _ => watcher::Config::default(),
+        }
+    }
+}
+
 /// What the watches have seen so far.
 #[derive(Debug, Default)]
 struct Builder {
     snapshot: Snapshot,
-    synced: BTreeSet<Resource>,
+    synced: BTreeSet<Watch>,
     /// Recent raw versions of the own CiliumNode by resourceVersion, newest last.
     versions: VecDeque<(String, Value)>,
     /// Problems already turned into an Event (so each is reported once).
     reported: BTreeSet<String>,
 }
-
-const WATCHED: [Resource; 5] = [
-    Resource::CiliumNode,
-    Resource::Pod,
-    Resource::Namespace,
-    Resource::CiliumPodIpPool,
-    Resource::CiliumNodeConfig,
-];
 
 impl KubeStore {
     /// Start the watches and the writer on the current runtime; returns at once (see
@@ -117,18 +162,10 @@ impl KubeStore {
             debounce,
             stats: WriteStats::default(),
         });
-        for resource in WATCHED {
-            let config = match resource {
-                Resource::CiliumNode => {
-                    watcher::Config::default().fields(&format!("metadata.name={node_name}"))
-                }
-                Resource::Pod => {
-                    watcher::Config::default().fields(&format!("spec.nodeName={node_name}"))
-                }
-                _ => watcher::Config::default(),
-            };
-            let stream = watcher::watcher(resource.all(&inner.client), config).default_backoff();
-            tokio::spawn(watch_loop(Arc::clone(&inner), resource, stream));
+        for watch in Watch::ALL {
+            let api = watch.resource().all(&inner.client);
+            let stream = watcher::watcher(api, watch.config(node_name)).default_backoff();
+            tokio::spawn(watch_loop(Arc::clone(&inner), watch, stream));
         }
         tokio::spawn(writer::write_loop(Arc::clone(&inner)));
         Self { inner }
@@ -166,6 +203,12 @@ impl KubeStore {
                 return std::future::pending().await;
             }
         }
+    }
+
+    /// The client the store uses (for the endpoint publisher).
+    #[must_use]
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
     }
 
     /// The writer's counters.
@@ -240,9 +283,10 @@ fn remember(builder: &mut Builder, doc: &Value) {
 
 async fn watch_loop(
     inner: Arc<Inner>,
-    resource: Resource,
+    watch: Watch,
     stream: impl Stream<Item = Result<Event<DynamicObject>, watcher::Error>> + Send,
 ) {
+    let resource = watch.resource();
     let mut stream = std::pin::pin!(stream);
     let mut buffer: Vec<Value> = Vec::new();
     while let Some(item) = stream.next().await {
@@ -268,25 +312,25 @@ async fn watch_loop(
                     continue;
                 }
                 Event::InitDone => {
-                    clear(&mut builder.snapshot, resource);
+                    clear(&mut builder.snapshot, watch, &inner.node_name);
                     for doc in buffer.drain(..) {
                         apply(
                             &mut builder,
                             &inner.node_name,
-                            resource,
+                            watch,
                             &doc,
                             false,
                             &mut reports,
                         );
                     }
-                    builder.synced.insert(resource);
+                    builder.synced.insert(watch);
                 }
                 Event::Apply(object) => {
                     let doc = to_json(&object);
                     apply(
                         &mut builder,
                         &inner.node_name,
-                        resource,
+                        watch,
                         &doc,
                         false,
                         &mut reports,
@@ -297,7 +341,7 @@ async fn watch_loop(
                     apply(
                         &mut builder,
                         &inner.node_name,
-                        resource,
+                        watch,
                         &doc,
                         true,
                         &mut reports,
@@ -306,7 +350,7 @@ async fn watch_loop(
             }
             let mut snapshot = builder.snapshot.clone();
             snapshot.node_name.clone_from(&inner.node_name);
-            snapshot.synced = WATCHED.iter().all(|r| builder.synced.contains(r));
+            snapshot.synced = Watch::ALL.iter().all(|w| builder.synced.contains(w));
             inner.snapshots.send_replace(Arc::new(snapshot));
         }
         for (doc, reason) in reports {
@@ -332,19 +376,28 @@ fn refused(resource: Resource, error: &watcher::Error) -> Option<K8sError> {
     })
 }
 
-fn clear(snapshot: &mut Snapshot, resource: Resource) {
-    match resource {
-        Resource::CiliumNode => snapshot.nodes.clear(),
-        Resource::Pod => snapshot.pods.clear(),
-        Resource::Namespace => snapshot.namespaces.clear(),
-        Resource::CiliumPodIpPool => snapshot.pools.clear(),
-        Resource::CiliumNodeConfig => snapshot.node_configs.clear(),
-        Resource::Node | Resource::Event => {}
+/// Forget what `watch` delivered (it is about to deliver a full list again).
+fn clear(snapshot: &mut Snapshot, watch: Watch, node_name: &str) {
+    let own = |name: &str| name == node_name;
+    match watch {
+        Watch::OwnNode => snapshot.nodes.retain(|name, _| !own(name)),
+        Watch::Nodes => snapshot.nodes.retain(|name, _| own(name)),
+        Watch::Pods => snapshot.pods.clear(),
+        Watch::Namespaces => snapshot.namespaces.clear(),
+        Watch::Pools => snapshot.pools.clear(),
+        Watch::NodeConfigs => snapshot.node_configs.clear(),
+        Watch::Endpoints => snapshot.endpoints.clear(),
+        Watch::Identities => snapshot.identities.clear(),
     }
-    let prefix = format!("{}/", resource.plural());
-    snapshot
-        .problems
-        .retain(|k, _| !k.to_string_lossy().starts_with(&prefix));
+    let prefix = format!("{}/", watch.resource().plural());
+    let own_key = Resource::CiliumNode.key(None, node_name);
+    snapshot.problems.retain(|k, _| {
+        let k = k.to_string_lossy();
+        let is_own = k == own_key;
+        !k.starts_with(&prefix)
+            || (watch == Watch::OwnNode && !is_own)
+            || (watch == Watch::Nodes && is_own)
+    });
 }
 
 /// Fold one object into the snapshot. Undecodable objects keep their last good version and
@@ -352,7 +405,7 @@ fn clear(snapshot: &mut Snapshot, resource: Resource) {
 fn apply(
     builder: &mut Builder,
     node_name: &str,
-    resource: Resource,
+    watch: Watch,
     doc: &Value,
     deleted: bool,
     reports: &mut Vec<(Value, String)>,
@@ -365,8 +418,13 @@ fn apply(
         .as_str()
         .unwrap_or_default()
         .to_owned();
+    let resource = watch.resource();
+    if watch == Watch::Nodes && name == node_name {
+        // The own CiliumNode comes from its own watch only.
+        return;
+    }
     let key = resource.key(Some(&namespace), &name);
-    if resource == Resource::CiliumNode && name == node_name && !deleted {
+    if watch == Watch::OwnNode && !deleted {
         remember(builder, doc);
     }
     let snapshot = &mut builder.snapshot;
@@ -378,6 +436,8 @@ fn apply(
             Resource::Namespace => drop(snapshot.namespaces.remove(&name)),
             Resource::CiliumPodIpPool => drop(snapshot.pools.remove(&name)),
             Resource::CiliumNodeConfig => drop(snapshot.node_configs.remove(&(namespace, name))),
+            Resource::CiliumEndpoint => drop(snapshot.endpoints.remove(&(namespace, name))),
+            Resource::CiliumIdentity => drop(snapshot.identities.remove(&name)),
             Resource::Node | Resource::Event => {}
         }
         return;
@@ -395,6 +455,12 @@ fn apply(
         }
         Resource::CiliumNodeConfig => {
             decode(doc).map(|c| drop(snapshot.node_configs.insert((namespace, name.clone()), c)))
+        }
+        Resource::CiliumEndpoint => {
+            decode(doc).map(|e| drop(snapshot.endpoints.insert((namespace, name.clone()), e)))
+        }
+        Resource::CiliumIdentity => {
+            decode(doc).map(|i| drop(snapshot.identities.insert(name.clone(), i)))
         }
         Resource::Node | Resource::Event => Ok(()),
     };
@@ -432,24 +498,10 @@ mod tests {
         let mut reports = Vec::new();
         let good = json!({"metadata": {"name": "n1", "resourceVersion": "1"},
             "spec": {"ipam": {"podCIDRs": ["10.0.0.0/24"]}}});
-        apply(
-            &mut b,
-            "n1",
-            Resource::CiliumNode,
-            &good,
-            false,
-            &mut reports,
-        );
+        apply(&mut b, "n1", Watch::OwnNode, &good, false, &mut reports);
         let bad = json!({"metadata": {"name": "n1", "resourceVersion": "2"},
             "spec": {"ipam": {"podCIDRs": ["10.0.0.0/24", "nope"]}}});
-        apply(
-            &mut b,
-            "n1",
-            Resource::CiliumNode,
-            &bad,
-            false,
-            &mut reports,
-        );
+        apply(&mut b, "n1", Watch::OwnNode, &bad, false, &mut reports);
         assert_eq!(
             b.snapshot.nodes["n1"].ipam_spec().pod_cidrs.len(),
             1,
@@ -458,24 +510,10 @@ mod tests {
         let problem = &b.snapshot.problems[&PathBuf::from("ciliumnodes/n1")];
         assert!(problem.contains("spec.ipam.podCIDRs[1]"), "{problem}");
         assert_eq!(reports.len(), 1, "one Event for the problem");
-        apply(
-            &mut b,
-            "n1",
-            Resource::CiliumNode,
-            &bad,
-            false,
-            &mut reports,
-        );
+        apply(&mut b, "n1", Watch::OwnNode, &bad, false, &mut reports);
         assert_eq!(reports.len(), 1, "reported once");
         assert_eq!(b.versions.len(), 2, "both raw versions are write bases");
-        apply(
-            &mut b,
-            "n1",
-            Resource::CiliumNode,
-            &good,
-            false,
-            &mut reports,
-        );
+        apply(&mut b, "n1", Watch::OwnNode, &good, false, &mut reports);
         assert!(b.snapshot.problems.is_empty());
     }
 
@@ -485,13 +523,13 @@ mod tests {
         let mut reports = Vec::new();
         let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}},
             "spec": {"nodeName": "n1"}});
-        apply(&mut b, "n1", Resource::Pod, &pod, false, &mut reports);
+        apply(&mut b, "n1", Watch::Pods, &pod, false, &mut reports);
         assert!(
             b.snapshot
                 .pods
                 .contains_key(&("ns".to_owned(), "p".to_owned()))
         );
-        apply(&mut b, "n1", Resource::Pod, &pod, true, &mut reports);
+        apply(&mut b, "n1", Watch::Pods, &pod, true, &mut reports);
         assert!(b.snapshot.pods.is_empty());
     }
 }

@@ -12,6 +12,8 @@ use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
 use tokio::sync::watch;
 
 use crate::crd::{
+    endpoint::CiliumEndpoint,
+    identity::CiliumIdentity,
     ipam::NodeIpamWrite,
     meta::{Namespace, Pod},
     node::CiliumNode,
@@ -34,6 +36,10 @@ pub struct Snapshot {
     pub pods: BTreeMap<(String, String), Pod>,
     /// Namespaces by name.
     pub namespaces: BTreeMap<String, Namespace>,
+    /// CiliumEndpoints of every node by (namespace, name) (Kubernetes only).
+    pub endpoints: BTreeMap<(String, String), CiliumEndpoint>,
+    /// CiliumIdentities by name (the numeric identity; Kubernetes only).
+    pub identities: BTreeMap<String, CiliumIdentity>,
     /// Documents that exist but could not be read, with the reason (never overwritten).
     pub problems: BTreeMap<PathBuf, String>,
     /// The first full read finished.

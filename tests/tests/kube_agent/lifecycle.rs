@@ -16,18 +16,24 @@ fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
     let mut agent = cluster.agent("node-a", &["--ipam", "kubernetes"]);
     agent.spawn();
     // No v1.Node yet: the agent waits (and says so) instead of failing.
-    std::thread::sleep(Duration::from_secs(2));
+    wait_for(
+        "the agent to say it waits for its Node",
+        Duration::from_secs(20),
+        || {
+            let log = agent.log();
+            log.contains("waiting for v1.Node node-a")
+                .then_some(())
+                .ok_or(log)
+        },
+    );
     assert!(
         agent.running(),
         "the agent must wait for its Node:\n{}",
         agent.log()
     );
     assert!(cluster.cilium_node("node-a").is_none());
-    assert!(
-        agent.log().contains("waiting for v1.Node node-a"),
-        "{}",
-        agent.log()
-    );
+    assert_eq!(agent.probe("/healthz"), 200, "alive while waiting");
+    assert_eq!(agent.probe("/readyz"), 503, "not ready while waiting");
 
     let node = cluster.add_node(
         "node-a",

@@ -32,10 +32,14 @@ use rtnetlink::{
     },
 };
 
-pub use self::addrs::{default_route_device, device_addresses};
+pub use self::{
+    addrs::{default_route_device, device_addresses},
+    node_routes::{delete_node_route, replace_node_route},
+};
 use super::netns::{self, NetNsError};
 
 mod addrs;
+mod node_routes;
 
 /// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
 const MAX_IFNAME_LEN: usize = 15;
@@ -136,6 +140,14 @@ pub enum NetlinkError {
         /// The underlying error.
         #[source]
         source: rtnetlink::Error,
+    },
+    /// A route to another node's pod CIDR could not be set or removed.
+    #[error("route {route}: {reason}")]
+    NodeRoute {
+        /// The route, in `ip route` syntax.
+        route: String,
+        /// What the kernel (or the message builder) said.
+        reason: String,
     },
     /// Adding a route failed.
     #[error(
