@@ -151,6 +151,33 @@ pub struct ConfigArgs {
     /// Pod addresses are routable inside this IPv6 CIDR.
     #[arg(long)]
     pub ipv6_native_routing_cidr: Option<String>,
+    /// Route other nodes' pod CIDRs via their addresses (nodes share an L2 network).
+    #[arg(long)]
+    pub auto_direct_node_routes: Option<String>,
+    /// Cluster name, part of every pod's security labels (default `default`).
+    #[arg(long)]
+    pub cluster_name: Option<String>,
+    /// Create the own CiliumNode when missing (Kubernetes; default true).
+    #[arg(long)]
+    pub auto_create_cilium_node_resource: Option<String>,
+    /// `spec.ipam.min-allocate` to seed (crd, eni, azure, alibabacloud).
+    #[arg(long)]
+    pub ipam_min_allocate: Option<String>,
+    /// `spec.ipam.pre-allocate` to seed.
+    #[arg(long)]
+    pub ipam_pre_allocate: Option<String>,
+    /// `spec.ipam.max-allocate` to seed.
+    #[arg(long)]
+    pub ipam_max_allocate: Option<String>,
+    /// `spec.ipam.static-ip-tags` to seed (`key=value,…`).
+    #[arg(long)]
+    pub ipam_static_ip_tags: Option<String>,
+    /// `spec.azure.interface-name` to seed (azure).
+    #[arg(long)]
+    pub azure_interface_name: Option<String>,
+    /// A custom CNI configuration whose `ipam` / `azure` values win when seeding.
+    #[arg(long)]
+    pub read_cni_conf: Option<String>,
 }
 
 impl ConfigArgs {
@@ -182,6 +209,18 @@ impl ConfigArgs {
             ("ip-masq-agent-config-path", &self.ip_masq_agent_config_path),
             ("ipv4-native-routing-cidr", &self.ipv4_native_routing_cidr),
             ("ipv6-native-routing-cidr", &self.ipv6_native_routing_cidr),
+            ("auto-direct-node-routes", &self.auto_direct_node_routes),
+            ("cluster-name", &self.cluster_name),
+            (
+                "auto-create-cilium-node-resource",
+                &self.auto_create_cilium_node_resource,
+            ),
+            ("ipam-min-allocate", &self.ipam_min_allocate),
+            ("ipam-pre-allocate", &self.ipam_pre_allocate),
+            ("ipam-max-allocate", &self.ipam_max_allocate),
+            ("ipam-static-ip-tags", &self.ipam_static_ip_tags),
+            ("azure-interface-name", &self.azure_interface_name),
+            ("read-cni-conf", &self.read_cni_conf),
         ];
         pairs
             .into_iter()

@@ -85,6 +85,21 @@ impl ThreadNetNs {
     }
 }
 
+impl ThreadNetNs {
+    /// Put the calling thread into the existing namespace at `path` (a named namespace, so a
+    /// child process spawned now runs there); restores the old one on drop.
+    #[must_use]
+    pub fn enter(path: &Path) -> Self {
+        let original = fs::File::open("/proc/thread-self/ns/net")
+            .unwrap_or_else(|e| panic!("open /proc/thread-self/ns/net: {e}"));
+        let target =
+            fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+        setns(target.as_fd(), CloneFlags::CLONE_NEWNET)
+            .unwrap_or_else(|e| panic!("setns into {}: {e}", path.display()));
+        Self { original }
+    }
+}
+
 impl Default for ThreadNetNs {
     fn default() -> Self {
         Self::new()

@@ -1,6 +1,7 @@
 //! What the node knows about the rest of the cluster, kept in the datapath incrementally: other
-//! nodes' addresses at `remote-node` identity and other nodes' pods (from their
-//! CiliumEndpoints) at their identity with the node as tunnel endpoint, in the IPCache; and, with
+//! nodes' addresses at `remote-node` identity, their pod CIDRs at `init`, and their pods (from
+//! their CiliumEndpoints) at their identity with the node as tunnel endpoint, in the IPCache;
+//! and, with
 //! `auto-direct-node-routes`, kernel routes to other nodes' pod CIDRs via their addresses.
 //! Only differences are written: an unchanged cluster costs no map or netlink operation.
 
@@ -58,10 +59,28 @@ fn desired_ipcache(
         if *name == snapshot.node_name {
             continue;
         }
-        for ip in node_ips(node) {
+        let ips = node_ips(node);
+        for ip in &ips {
             out.insert(
-                host_prefix(ip),
+                host_prefix(*ip),
                 IpcacheEntry::identity(identity::REMOTE_NODE),
+            );
+        }
+        // The node's pod CIDRs are cluster addresses before any of its pods is published: at
+        // `init` (labels not known yet) with the node as tunnel endpoint, so traffic to them is
+        // never taken for the world (and masqueraded); a pod's own /32 overrides it.
+        for cidr in pod_cidrs(node) {
+            let via = ips
+                .iter()
+                .find(|ip| ip.is_ipv4() == cidr.addr().is_ipv4())
+                .copied();
+            out.insert(
+                cidr,
+                IpcacheEntry {
+                    identity: identity::INIT,
+                    tunnel_endpoint: via,
+                    flags: 0,
+                },
             );
         }
     }
@@ -221,7 +240,12 @@ mod tests {
     fn remote_nodes_and_their_pods_but_not_our_own() {
         let own = BTreeSet::from(["192.0.2.1".to_owned()]);
         let entries = desired_ipcache(&snapshot(), &own);
-        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(entries.len(), 3, "{entries:?}");
+        assert_eq!(
+            entries[&"10.2.0.0/24".parse::<IpNet>().unwrap()].identity,
+            identity::INIT,
+            "a remote pod CIDR is a cluster destination before its pods are known"
+        );
         assert_eq!(
             entries[&"192.0.2.2/32".parse::<IpNet>().unwrap()].identity,
             identity::REMOTE_NODE

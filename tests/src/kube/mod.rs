@@ -100,6 +100,7 @@ pub struct EmulatorBuilder {
     history: usize,
     bookmark_interval: Duration,
     token: Option<String>,
+    all_interfaces: bool,
 }
 
 impl Default for EmulatorBuilder {
@@ -109,6 +110,7 @@ impl Default for EmulatorBuilder {
             history: 1000,
             bookmark_interval: Duration::from_secs(5),
             token: Some("weft-emulator-token".to_owned()),
+            all_interfaces: false,
         }
     }
 }
@@ -132,6 +134,14 @@ impl EmulatorBuilder {
     #[must_use]
     pub fn token(mut self, token: Option<&str>) -> Self {
         self.token = token.map(str::to_owned);
+        self
+    }
+
+    /// Listen on every address of the namespace it starts in (`0.0.0.0`), so agents in other
+    /// network namespaces can reach it through a routed address (default: loopback only).
+    #[must_use]
+    pub fn all_interfaces(mut self) -> Self {
+        self.all_interfaces = true;
         self
     }
 
@@ -176,8 +186,13 @@ impl EmulatorBuilder {
                     .expect("a valid namespace");
             }
         }
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap_or_else(|e| panic!("emulator: bind 127.0.0.1:0: {e}"));
+        let host = if self.all_interfaces {
+            "0.0.0.0"
+        } else {
+            "127.0.0.1"
+        };
+        let listener = std::net::TcpListener::bind((host, 0))
+            .unwrap_or_else(|e| panic!("emulator: bind {host}:0: {e}"));
         let addr = listener.local_addr().expect("bound socket has an address");
         listener
             .set_nonblocking(true)
@@ -232,7 +247,13 @@ impl Emulator {
     /// `http://127.0.0.1:<port>`.
     #[must_use]
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://127.0.0.1:{}", self.addr.port())
+    }
+
+    /// The port it listens on.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.addr.port()
     }
 
     /// The bearer token requests must carry, if any.
@@ -244,6 +265,11 @@ impl Emulator {
     /// Write a kubeconfig (server URL, the token, namespace `default`) that kube-rs's
     /// `Config::infer` (through `KUBECONFIG`) or `Kubeconfig::read_from` accepts.
     pub fn write_kubeconfig(&self, path: &Path) {
+        self.write_kubeconfig_via(path, &self.url());
+    }
+
+    /// As [`Emulator::write_kubeconfig`], with `server` as the URL (another route to it).
+    pub fn write_kubeconfig_via(&self, path: &Path, server: &str) {
         let user = match self.token() {
             Some(token) => format!("    token: {token}\n"),
             None => "    {}\n".to_owned(),
@@ -252,7 +278,7 @@ impl Emulator {
             "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {}\n\
              contexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\n    \
              namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator\n  user:\n{user}",
-            self.url()
+            server
         );
         std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }

@@ -6,6 +6,7 @@
 
 mod faults;
 mod lifecycle;
+mod two_nodes;
 
 use std::{
     net::IpAddr,
@@ -34,7 +35,11 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) fn start() -> Self {
-        let emu = Emulator::start();
+        Self::with(Emulator::start())
+    }
+
+    /// A cluster around an emulator built by the caller.
+    pub(crate) fn with(emu: Emulator) -> Self {
         let kubeconfig = std::env::temp_dir().join(unique("weft-kubeconfig-"));
         emu.write_kubeconfig(&kubeconfig);
         for ns in ["default", "kube-system", "web"] {
@@ -45,6 +50,17 @@ impl Cluster {
 
     /// A v1.Node as the kubelet registers it.
     pub(crate) fn add_node(&self, name: &str, provider_id: &str, pod_cidr: Option<&str>) -> Value {
+        self.add_node_at(name, "192.0.2.10", provider_id, pod_cidr)
+    }
+
+    /// A v1.Node with InternalIP `ip`.
+    pub(crate) fn add_node_at(
+        &self,
+        name: &str,
+        ip: &str,
+        provider_id: &str,
+        pod_cidr: Option<&str>,
+    ) -> Value {
         let mut spec = json!({"providerID": provider_id});
         if let Some(cidr) = pod_cidr {
             spec["podCIDR"] = json!(cidr);
@@ -55,7 +71,7 @@ impl Cluster {
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "z1"}},
             "spec": spec,
             "status": {"addresses": [
-                {"type": "InternalIP", "address": "192.0.2.10"},
+                {"type": "InternalIP", "address": ip},
                 {"type": "Hostname", "address": name},
             ]},
         }))
@@ -72,9 +88,14 @@ impl Cluster {
 
     /// A pod scheduled to `node`.
     pub(crate) fn add_pod(&self, ns: &str, name: &str, node: &str) {
+        self.add_pod_labelled(ns, name, node, &json!({}));
+    }
+
+    /// A pod with `labels` scheduled to `node`.
+    pub(crate) fn add_pod_labelled(&self, ns: &str, name: &str, node: &str, labels: &Value) {
         self.emu.put(json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
         }));
     }
