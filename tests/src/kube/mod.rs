@@ -275,10 +275,9 @@ impl Emulator {
             None => "    {}\n".to_owned(),
         };
         let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {server}\n\
              contexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\n    \
-             namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator\n  user:\n{user}",
-            server
+             namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator\n  user:\n{user}"
         );
         std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }
