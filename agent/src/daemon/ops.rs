@@ -423,11 +423,13 @@ impl Daemon {
 
     /// With Kubernetes, kubelet creates the Pod before it calls CNI, but this node's watch may
     /// not have delivered it yet: wait for it a little (as Cilium waits for its pod informer),
-    /// so pool selection sees its annotations and labels. Without it after the wait, selection
-    /// answers as it would (the pod is not found).
+    /// so multi-pool selection sees its annotations and labels. Without it after the wait,
+    /// selection answers as it would (the pod is not found).
     async fn wait_for_pod(&self, pod: &PodRequest) {
         const POD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-        if !matches!(self.store, NodeStore::Kube(_)) || pod.pod_name.is_empty() {
+        // Only multi-pool selection reads the pod (Cilium's other modes ignore it).
+        let selects = self.config.ipam == crate::ipam::mode::IpamMode::MultiPool;
+        if !selects || !matches!(self.store, NodeStore::Kube(_)) || pod.pod_name.is_empty() {
             return;
         }
         let key = (pod.pod_namespace.clone(), pod.pod_name.clone());

@@ -48,9 +48,25 @@ fn published(cluster: &Cluster) -> BTreeMap<String, u64> {
         .collect()
 }
 
-#[test]
-fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipcache() {
-    require_root();
+/// Two node namespaces joined by a veth (`192.0.2.1` / `192.0.2.2`), the API server on node 1,
+/// and an agent per node (kubernetes IPAM, direct routes, BPF masquerade on the link), ready.
+struct TwoNodes {
+    // Fields drop in order: agents first, then the API server, then the namespaces.
+    a1: Agent,
+    a2: Agent,
+    cluster: Cluster,
+    remote_kubeconfig: std::path::PathBuf,
+    n1: NamedNetNs,
+    _n2: NamedNetNs,
+}
+
+impl Drop for TwoNodes {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.remote_kubeconfig);
+    }
+}
+
+fn two_nodes() -> TwoNodes {
     let n1 = node_ns();
     let n2 = node_ns();
     // The API server lives on node 1 (reached there over loopback, from node 2 over the link).
@@ -102,9 +118,29 @@ fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipc
     }
     a1.wait_ready(Duration::from_secs(30));
     a2.wait_ready(Duration::from_secs(30));
-    let pa = add(&a1, "web", "a");
-    let pb = add(&a2, "web", "b");
-    let pc = add(&a2, "web", "c");
+    TwoNodes {
+        cluster,
+        n1,
+        a1,
+        a2,
+        remote_kubeconfig,
+        _n2: n2,
+    }
+}
+
+#[test]
+fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipcache() {
+    require_root();
+    let TwoNodes {
+        cluster,
+        n1,
+        a1,
+        a2,
+        ..
+    } = &two_nodes();
+    let pa = add(a1, "web", "a");
+    let pb = add(a2, "web", "b");
+    let pc = add(a2, "web", "c");
     assert!(pa.ips[0].to_string().starts_with("10.1.0."), "{:?}", pa.ips);
     assert!(pb.ips[0].to_string().starts_with("10.2.0."), "{:?}", pb.ips);
 
@@ -131,13 +167,13 @@ fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipc
         "three CiliumEndpoints with agreeing identities",
         Duration::from_secs(10),
         || {
-            let ids = published(&cluster);
+            let ids = published(cluster);
             (ids.len() == 3 && ids.values().all(|id| *id >= 256) && ids["a"] == ids["b"])
                 .then_some(())
                 .ok_or_else(|| format!("{ids:?}"))
         },
     );
-    let ids = published(&cluster);
+    let ids = published(cluster);
     assert_ne!(ids["a"], ids["c"]);
     let identities: Vec<(String, String)> = cluster
         .emu
@@ -163,7 +199,7 @@ fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipc
         "node 1's IPCache to know node 2's pods",
         Duration::from_secs(10),
         || {
-            let rows = bpf_list(&a1, "ipcache");
+            let rows = bpf_list(a1, "ipcache");
             let find = |prefix: String| rows.iter().find(|r| r["prefix"] == prefix).cloned();
             let b = find(format!("{}/32", pb.ips[0])).ok_or("no entry for b")?;
             let c = find(format!("{}/32", pc.ips[0])).ok_or("no entry for c")?;
@@ -181,7 +217,7 @@ fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipc
     // Never masqueraded: pod-to-pod traffic left no SNAT entry on either node, from the first
     // ping on (a remote pod CIDR is a cluster destination before its pods are published).
     assert!(ping(&pa, pb.ips[0]));
-    for agent in [&a1, &a2] {
+    for agent in [a1, a2] {
         // (Entries of kind `host` track the node's own connections, e.g. to the API server.)
         let nat: Vec<Value> = bpf_list(agent, "nat")
             .into_iter()
