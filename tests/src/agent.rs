@@ -175,6 +175,13 @@ impl Agent {
     /// port read from its log); the status code.
     #[must_use]
     pub fn probe(&self, path: &str) -> u16 {
+        self.http_get(path).0
+    }
+
+    /// GET `path` from the agent's health endpoint (which also serves `/metrics`); the status
+    /// code and the body.
+    #[must_use]
+    pub fn http_get(&self, path: &str) -> (u16, String) {
         use std::io::Read as _;
         let log = self.log();
         let plain: String = strip_ansi(&log);
@@ -189,14 +196,22 @@ impl Agent {
             .trim()
             .to_owned();
         let mut stream = std::net::TcpStream::connect(&addr).expect("connect to the health port");
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
         let mut answer = String::new();
         stream.read_to_string(&mut answer).expect("read");
-        answer
+        let code = answer
             .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+            .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map_or(String::new(), |(_, body)| body.to_owned());
+        (code, body)
     }
 
     /// Is the agent process alive?

@@ -22,7 +22,11 @@ use crate::{
         types::{Attachment, CniError, CniResult, code},
     },
     datapath::{Datapath, DatapathError, PodSpec, host_ifname},
-    ipam::manager::{Allocated, IpamError},
+    ipam::{
+        Family,
+        manager::{Allocated, IpamError},
+    },
+    metrics::Outcome,
 };
 
 fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
@@ -90,13 +94,25 @@ impl Daemon {
             Err(e) => return Response::Error(e),
         };
         let st = &mut *state;
-        let allocated = match st.ipam.allocate(
+        let started = Instant::now();
+        let allocation = st.ipam.allocate(
             &owner,
             snapshot.as_ref(),
             &pools,
             &mut st.rng,
             Instant::now(),
-        ) {
+        );
+        let (outcome, took) = match &allocation {
+            Ok(_) => (Outcome::Success, started.elapsed()),
+            Err(_) => (Outcome::Failure, started.elapsed()),
+        };
+        let counted: Vec<_> = allocation
+            .iter()
+            .flatten()
+            .map(|a| (a.pool.clone(), Family::of(&a.ip)))
+            .collect();
+        self.metrics.ipam.allocated(outcome, took, &counted);
+        let allocated = match allocation {
             Ok(a) => a,
             Err(IpamError::NotReady { reason }) => {
                 return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", reason);
@@ -121,9 +137,8 @@ impl Daemon {
                 Response::Added(result)
             }
             Err(response) => {
-                for a in &allocated {
-                    state.ipam.release(a.ip, &a.pool);
-                }
+                let addrs: Vec<_> = allocated.iter().map(|a| (a.ip, a.pool.clone())).collect();
+                self.release(&mut state, &addrs);
                 response
             }
         }
@@ -241,9 +256,7 @@ impl Daemon {
             .map_err(|e| crate::daemon::chain(&e))?;
         purge_endpoints(&mut state.datapath, &record.addrs)
             .map_err(|e| crate::daemon::chain(&e))?;
-        for a in &record.addrs {
-            state.ipam.release(a.ip, &a.pool);
-        }
+        self.release(state, &record_addrs(record));
         self.records
             .remove(&record.container_id, &record.ifname)
             .map_err(|e| e.to_string())?;
@@ -285,9 +298,7 @@ impl Daemon {
                     crate::daemon::chain(&e),
                 );
             }
-            for a in &record.addrs {
-                state.ipam.release(a.ip, &a.pool);
-            }
+            self.release(&mut state, &record_addrs(&record));
             if let Err(e) = self.records.remove(&pod.container_id, &pod.ifname) {
                 return error(
                     v,
@@ -419,10 +430,32 @@ impl Daemon {
         Response::Explained(lines)
     }
 
+    /// Release `addrs` (address, pool) and count the release.
+    fn release(&self, state: &mut State, addrs: &[(IpAddr, String)]) {
+        let started = Instant::now();
+        for (ip, pool) in addrs {
+            state.ipam.release(*ip, pool);
+        }
+        let counted: Vec<_> = addrs
+            .iter()
+            .map(|(ip, pool)| (pool.clone(), Family::of(ip)))
+            .collect();
+        self.metrics.ipam.released(started.elapsed(), &counted);
+    }
+
     async fn request_write(&self) {
         let snapshot = Arc::clone(&self.state.lock().await.snapshot);
         self.sync(snapshot).await;
     }
+}
+
+/// The (address, pool) pairs of a record.
+fn record_addrs(record: &EndpointRecord) -> Vec<(IpAddr, String)> {
+    record
+        .addrs
+        .iter()
+        .map(|a| (a.ip, a.pool.clone()))
+        .collect()
 }
 
 /// Whether host interface `name` exists; only a definite "no such link" counts as gone.
