@@ -185,7 +185,12 @@ impl AgentStatus {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let mut line = |label: &str, value: &str| {
-            let _ = writeln!(out, "{:<20} {value}", format!("{label}:"));
+            let label = if label.is_empty() {
+                String::new()
+            } else {
+                format!("{label}:")
+            };
+            let _ = writeln!(out, "{label:<20} {value}");
         };
         line("Node", &self.node);
         line(
@@ -252,7 +257,10 @@ impl AgentStatus {
             };
             line("", &format!("  {:<15} {devices}", p.program));
         }
-        line("Maps", "");
+        line(
+            "Maps",
+            &format!("{} pinned (entries/capacity)", self.datapath.maps.len()),
+        );
         for m in &self.datapath.maps {
             line(
                 "",
@@ -359,7 +367,14 @@ mod tests {
             text.contains("  default      ipv4: 7/254 used (10.4.0.0/24)"),
             "{text}"
         );
-        assert!(text.contains("  from_container  wft1, wft2"), "{text}");
+        assert!(
+            lines.contains(&"                       from_container  wft1, wft2"),
+            "continuation lines have no label: {text}"
+        );
+        assert!(
+            lines.contains(&"Maps:                1 pinned (entries/capacity)"),
+            "{text}"
+        );
         assert!(text.contains("  to_netdev       -"), "{text}");
         assert!(text.contains("  weft_eps_v1     6/65535"), "{text}");
         assert!(

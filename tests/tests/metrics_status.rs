@@ -280,3 +280,78 @@ fn status_without_an_agent_fails_and_says_how_to_start_one() {
         assert!(stderr.contains("weft-agent run --node-name"), "{stderr}");
     }
 }
+
+#[test]
+fn multi_pool_status_lists_each_pool_and_the_scrape_counts_ciliumnode_writes() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let mut agent = Agent::new(
+        &example_store(),
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8,mars=4",
+            "--ipam-cilium-node-update-rate",
+            "1s",
+        ],
+    );
+    agent.start();
+    let _web = add(&agent, "default", "web");
+    let _rover = add(&agent, "mars", "rover");
+    let written = r#"weft_ciliumnode_writes_total{result="written"}"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let s = scrape(&agent);
+        if s.contains(written) && sample(&s, written) >= 1.0 || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        sample(&after, written) >= 1.0,
+        "spec.ipam.pools written back"
+    );
+    assert!(sample(&after, "weft_ciliumnode_last_write_timestamp_seconds") > 1.7e9);
+    // default: web and the router in 10.200.0.0/27 (30 usable); mars: rover in
+    // 10.201.0.0/28 (14 usable).
+    for (pool, used, capacity) in [("default", 2.0, 30.0), ("mars", 1.0, 14.0)] {
+        let labels = format!(r#"{{pool="{pool}",family="ipv4"}}"#);
+        assert_eq!(
+            sample(&after, &format!("weft_ipam_pool_used_ips{labels}")),
+            used
+        );
+        assert_eq!(
+            sample(&after, &format!("weft_ipam_pool_capacity{labels}")),
+            capacity
+        );
+        assert_eq!(
+            sample(
+                &after,
+                &format!("weft_ipam_ip_allocation_ops_total{labels}")
+            ),
+            1.0
+        );
+    }
+
+    let out = status(&["--socket", &agent.socket.display().to_string()]);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}{}", text(&out.stderr));
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines.contains(&"IPAM:                2 IPAM pool(s) available"),
+        "{report}"
+    );
+    assert!(
+        lines.contains(&"                       default      ipv4: 2/30 used (1 CIDR(s))"),
+        "{report}"
+    );
+    assert!(
+        lines.contains(&"                       mars         ipv4: 1/14 used (1 CIDR(s))"),
+        "{report}"
+    );
+    assert!(
+        report.contains("CiliumNode writes:   ") && !report.contains("0 written"),
+        "{report}"
+    );
+}

@@ -6,6 +6,7 @@
 
 mod faults;
 mod lifecycle;
+mod metrics;
 
 use std::{
     net::IpAddr,
