@@ -31,14 +31,19 @@ spec:
     - 10.4.0.0/24
 ";
 
-/// The value of the sample `series` (name and labels exactly as exported) in a scrape.
-fn sample(scrape: &str, series: &str) -> f64 {
+/// The text of the sample `series` (name and labels exactly as exported) in a scrape.
+fn sample_text<'a>(scrape: &'a str, series: &str) -> &'a str {
     scrape
         .lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("no sample {series} in:\n{scrape}"))
-        .parse()
-        .unwrap_or_else(|e| panic!("{series}: {e}"))
+}
+
+/// The value of an integer sample (counters, gauges, histogram counts).
+fn sample(scrape: &str, series: &str) -> u64 {
+    let text = sample_text(scrape, series);
+    text.parse()
+        .unwrap_or_else(|e| panic!("{series} = {text}: {e}"))
 }
 
 fn scrape(agent: &Agent) -> String {
@@ -108,53 +113,66 @@ fn metrics_and_status_show_pods_allocations_and_datapath_counters() {
     let after = scrape(&agent);
     // Two pods and the router, from the one pool of a cluster-pool node.
     let node = r#"{target_node="node1"}"#;
-    assert_eq!(sample(&after, &format!("weft_ipam_used_ips{node}")), 3.0);
+    assert_eq!(sample(&after, &format!("weft_ipam_used_ips{node}")), 3);
     assert_eq!(
         sample(&after, &format!("weft_ipam_available_ips{node}")),
-        251.0
+        251
     );
-    assert_eq!(sample(&after, &format!("weft_ipam_needed_ips{node}")), 0.0);
+    assert_eq!(sample(&after, &format!("weft_ipam_needed_ips{node}")), 0);
     let pool = r#"{pool="default",family="ipv4"}"#;
     assert_eq!(
         sample(&after, &format!("weft_ipam_pool_capacity{pool}")),
-        254.0
+        254
     );
-    assert_eq!(
-        sample(&after, &format!("weft_ipam_pool_used_ips{pool}")),
-        3.0
-    );
+    assert_eq!(sample(&after, &format!("weft_ipam_pool_used_ips{pool}")), 3);
     // The router is allocated at start-up, not through CNI: two pod allocations.
     assert_eq!(
         sample(&after, &format!("weft_ipam_ip_allocation_ops_total{pool}")),
-        2.0
+        2
     );
     assert_eq!(
         sample(
             &after,
             r#"weft_ipam_allocation_duration_seconds_count{outcome="success"}"#
         ),
-        2.0
+        2
     );
     // Each echo request and reply went pod → pod through bpf_redirect_peer.
     let redirected_after = sample(&after, redirected);
     assert!(
-        redirected_after >= redirected_before + 6.0,
+        redirected_after >= redirected_before + 6,
         "redirect_local {redirected_before} → {redirected_after} after 3 pings"
     );
     assert_eq!(
         sample(&after, r#"weft_bpf_map_entries{map="weft_eps_v1"}"#),
-        2.0,
+        2,
         "one endpoint per pod"
     );
-    assert!(sample(&after, r#"weft_bpf_map_entries{map="weft_ipc_v1"}"#) >= 2.0);
+    assert!(sample(&after, r#"weft_bpf_map_entries{map="weft_ipc_v1"}"#) >= 2);
     assert_eq!(
         sample(
             &after,
             r#"weft_datapath_attachments{program="from_container"}"#
         ),
-        2.0
+        2
     );
 
+    status_of_a_cluster_pool_node(&agent);
+    println!(
+        "scrape excerpt:\n{}",
+        after
+            .lines()
+            .filter(|l| l.starts_with("weft_ipam_") && !l.contains("_bucket")
+                || l.contains("redirect_local")
+                || l.starts_with("weft_bpf_map_entries"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// `weft-agent status` of the node of the test above (2 pods): Cilium's IPAM line and exit 0,
+/// the same in JSON, then exit 1 naming a document that does not parse.
+fn status_of_a_cluster_pool_node(agent: &Agent) {
     // `weft-agent status`: Cilium's IPAM line, exit 0.
     let socket = agent.socket.display().to_string();
     let out = status(&["--socket", &socket]);
@@ -209,17 +227,6 @@ fn metrics_and_status_show_pods_allocations_and_datapath_counters() {
     assert_eq!(out.status.code(), Some(1), "{report}");
     assert!(report.contains("broken.yaml"), "{report}");
     assert!(report.contains("Degraded"), "{report}");
-
-    println!(
-        "scrape excerpt:\n{}",
-        after
-            .lines()
-            .filter(|l| l.starts_with("weft_ipam_") && !l.contains("_bucket")
-                || l.contains("redirect_local")
-                || l.starts_with("weft_bpf_map_entries"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
 }
 
 #[test]
@@ -241,20 +248,20 @@ fn the_scrape_follows_a_del_and_counts_the_release() {
     let pool = r#"{pool="default",family="ipv4"}"#;
     assert_eq!(
         sample(&after, &format!("weft_ipam_pool_used_ips{pool}")),
-        1.0,
+        1,
         "router only"
     );
     assert_eq!(
         sample(&after, &format!("weft_ipam_ip_release_ops_total{pool}")),
-        1.0
+        1
     );
     assert_eq!(
         sample(&after, "weft_ipam_release_duration_seconds_count"),
-        1.0
+        1
     );
     assert_eq!(
         sample(&after, r#"weft_bpf_map_entries{map="weft_eps_v1"}"#),
-        0.0
+        0
     );
 }
 
@@ -303,19 +310,19 @@ fn multi_pool_status_lists_each_pool_and_the_scrape_counts_ciliumnode_writes() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let after = loop {
         let s = scrape(&agent);
-        if s.contains(written) && sample(&s, written) >= 1.0 || Instant::now() > deadline {
+        if s.contains(written) && sample(&s, written) >= 1 || Instant::now() > deadline {
             break s;
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(
-        sample(&after, written) >= 1.0,
-        "spec.ipam.pools written back"
-    );
-    assert!(sample(&after, "weft_ciliumnode_last_write_timestamp_seconds") > 1.7e9);
+    assert!(sample(&after, written) >= 1, "spec.ipam.pools written back");
+    let last_write: f64 = sample_text(&after, "weft_ciliumnode_last_write_timestamp_seconds")
+        .parse()
+        .expect("seconds");
+    assert!(last_write > 1.7e9, "a Unix time: {last_write}");
     // default: web and the router in 10.200.0.0/27 (30 usable); mars: rover in
     // 10.201.0.0/28 (14 usable).
-    for (pool, used, capacity) in [("default", 2.0, 30.0), ("mars", 1.0, 14.0)] {
+    for (pool, used, capacity) in [("default", 2, 30), ("mars", 1, 14)] {
         let labels = format!(r#"{{pool="{pool}",family="ipv4"}}"#);
         assert_eq!(
             sample(&after, &format!("weft_ipam_pool_used_ips{labels}")),
@@ -330,7 +337,7 @@ fn multi_pool_status_lists_each_pool_and_the_scrape_counts_ciliumnode_writes() {
                 &after,
                 &format!("weft_ipam_ip_allocation_ops_total{labels}")
             ),
-            1.0
+            1
         );
     }
 

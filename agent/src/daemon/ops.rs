@@ -21,12 +21,14 @@ use crate::{
         proto::{PodRequest, Response},
         types::{Attachment, CniError, CniResult, code},
     },
+    crd::pool::CiliumPodIPPool,
     datapath::{Datapath, DatapathError, PodSpec, host_ifname},
     ipam::{
         Family,
         manager::{Allocated, IpamError},
     },
     metrics::Outcome,
+    store::Snapshot,
 };
 
 fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
@@ -93,26 +95,7 @@ impl Daemon {
             Ok(owner) => owner,
             Err(e) => return Response::Error(e),
         };
-        let st = &mut *state;
-        let started = Instant::now();
-        let allocation = st.ipam.allocate(
-            &owner,
-            snapshot.as_ref(),
-            &pools,
-            &mut st.rng,
-            Instant::now(),
-        );
-        let (outcome, took) = match &allocation {
-            Ok(_) => (Outcome::Success, started.elapsed()),
-            Err(_) => (Outcome::Failure, started.elapsed()),
-        };
-        let counted: Vec<_> = allocation
-            .iter()
-            .flatten()
-            .map(|a| (a.pool.clone(), Family::of(&a.ip)))
-            .collect();
-        self.metrics.ipam.allocated(outcome, took, &counted);
-        let allocated = match allocation {
+        let allocated = match self.allocate(&mut state, &owner, &snapshot, &pools) {
             Ok(a) => a,
             Err(IpamError::NotReady { reason }) => {
                 return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", reason);
@@ -428,6 +411,34 @@ impl Daemon {
             })
             .collect();
         Response::Explained(lines)
+    }
+
+    /// Allocate for `owner` and count the allocation (duration, addresses per pool).
+    fn allocate(
+        &self,
+        state: &mut State,
+        owner: &str,
+        snapshot: &Snapshot,
+        pools: &[CiliumPodIPPool],
+    ) -> Result<Vec<Allocated>, IpamError> {
+        let started = Instant::now();
+        let allocation =
+            state
+                .ipam
+                .allocate(owner, snapshot, pools, &mut state.rng, Instant::now());
+        let took = started.elapsed();
+        let outcome = if allocation.is_ok() {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        };
+        let counted: Vec<_> = allocation
+            .iter()
+            .flatten()
+            .map(|a| (a.pool.clone(), Family::of(&a.ip)))
+            .collect();
+        self.metrics.ipam.allocated(outcome, took, &counted);
+        allocation
     }
 
     /// Release `addrs` (address, pool) and count the release.

@@ -121,8 +121,8 @@ where
 mod tests {
     use super::*;
 
-    fn of(method: Method, uri: &str) -> (&'static str, &'static str) {
-        classify(&method, &uri.parse().expect("uri"))
+    fn of(method: &Method, uri: &str) -> (&'static str, &'static str) {
+        classify(method, &uri.parse().expect("uri"))
     }
 
     #[test]
@@ -173,7 +173,7 @@ mod tests {
             (Method::GET, "/version", ("list", "other")),
         ];
         for (method, uri, expected) in cases {
-            assert_eq!(of(method.clone(), uri), expected, "{method} {uri}");
+            assert_eq!(of(&method, uri), expected, "{method} {uri}");
         }
     }
 }

@@ -38,8 +38,8 @@ fn has(text: &str, line: &str) {
     );
 }
 
-#[test]
-fn every_part_encodes_with_its_labels_and_the_weft_prefix() {
+/// Metrics with a value in every part.
+fn filled() -> Metrics {
     let metrics = Metrics::new("node1");
     metrics.ipam.set_usage(&IpamUsage {
         pools: vec![
@@ -101,8 +101,12 @@ fn every_part_encodes_with_its_labels_and_the_weft_prefix() {
             ifname: "wft0".into(),
         }],
     });
+    metrics
+}
 
-    let text = metrics.encode().expect("encode");
+#[test]
+fn every_part_encodes_with_its_labels_and_the_weft_prefix() {
+    let text = filled().encode().expect("encode");
     has(&text, "# TYPE weft_ipam_available_ips gauge");
     has(&text, r#"weft_ipam_available_ips{target_node="node1"} 67"#);
     has(&text, r#"weft_ipam_used_ips{target_node="node1"} 7"#);
