@@ -371,3 +371,26 @@ pub struct InstallArgs {
     #[arg(long, env = "WEFT_CNI_CONF_DIR", default_value = "/etc/cni/net.d")]
     pub conf_dir: PathBuf,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_listen_addr;
+
+    #[test]
+    fn listen_addresses_take_cilium_s_port_only_form() {
+        assert_eq!(
+            parse_listen_addr(":9962").expect("port only"),
+            "0.0.0.0:9962".parse().expect("addr")
+        );
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:9090").expect("host:port"),
+            "127.0.0.1:9090".parse().expect("addr")
+        );
+        assert_eq!(
+            parse_listen_addr("[::1]:9962").expect("IPv6"),
+            "[::1]:9962".parse().expect("addr")
+        );
+        let error = parse_listen_addr("9962").expect_err("no colon");
+        assert!(error.contains("host:port or :port"), "{error}");
+    }
+}

@@ -16,7 +16,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
-    agent::{Agent, example_store},
+    agent::{Agent, example_store, http_get},
     bin_path, require_root, unique,
 };
 
@@ -233,7 +233,15 @@ fn status_of_a_cluster_pool_node(agent: &Agent) {
 fn the_scrape_follows_a_del_and_counts_the_release() {
     require_root();
     let _node = ThreadNetNs::new();
-    let mut agent = Agent::new(&example_store(), &["--ipam", "cluster-pool"]);
+    let mut agent = Agent::new(
+        &example_store(),
+        &[
+            "--ipam",
+            "cluster-pool",
+            "--prometheus-serve-addr",
+            "127.0.0.1:0",
+        ],
+    );
     agent.put_doc("ciliumnodes/node1.yaml", CLUSTER_POOL_NODE);
     agent.start();
     let web = add(&agent, "default", "web");
@@ -263,6 +271,13 @@ fn the_scrape_follows_a_del_and_counts_the_release() {
         sample(&after, r#"weft_bpf_map_entries{map="weft_eps_v1"}"#),
         0
     );
+    // The second listener serves the same registry.
+    let (code, other) = http_get(
+        &agent.logged_addr("serving Prometheus /metrics"),
+        "/metrics",
+    );
+    assert_eq!(code, 200, "{other}");
+    assert_eq!(sample(&other, &format!("weft_ipam_pool_used_ips{pool}")), 1);
 }
 
 #[test]
