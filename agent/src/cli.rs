@@ -63,6 +63,16 @@ pub enum Command {
     /// The CNI plugin on the host: install it (the DaemonSet's init container does).
     #[command(subcommand)]
     Cni(CniCommand),
+    /// Ask the running agent how it is (like `cilium-dbg status`): IPAM, datapath, store,
+    /// problems. Exits 1 when it is unhealthy or not running.
+    Status {
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// The agent's socket.
+        #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
+        socket: PathBuf,
+    },
 }
 
 /// Arguments of `weft-agent run`.
@@ -79,9 +89,14 @@ pub struct RunArgs {
     /// in-cluster service account).
     #[arg(long, env = "KUBECONFIG", conflicts_with = "store")]
     pub kubeconfig: Option<PathBuf>,
-    /// Serve `/healthz` and `/readyz` here (port 0: any free port, logged).
-    #[arg(long, env = "WEFT_HEALTH_ADDR", default_value = crate::health::DEFAULT_HEALTH_ADDR)]
+    /// Serve `/healthz`, `/readyz` (and `/metrics`, unless --prometheus-serve-addr is given)
+    /// here (port 0: any free port, logged).
+    #[arg(long, env = "WEFT_HEALTH_ADDR", default_value = crate::metrics::DEFAULT_HEALTH_ADDR)]
     pub health_addr: std::net::SocketAddr,
+    /// Serve Prometheus `/metrics` on this address too (Cilium's flag; `:9962` means every
+    /// interface). Empty: `/metrics` is served on --health-addr only.
+    #[arg(long, env = "WEFT_PROMETHEUS_SERVE_ADDR", value_parser = parse_listen_addr)]
+    pub prometheus_serve_addr: Option<std::net::SocketAddr>,
     /// Agent state: endpoint records and router addresses.
     #[arg(long, env = "WEFT_STATE_DIR", default_value = "/var/run/weft")]
     pub state_dir: PathBuf,
@@ -94,6 +109,20 @@ pub struct RunArgs {
     /// Configuration keys (cilium-config).
     #[command(flatten)]
     pub config: ConfigArgs,
+}
+
+/// A listen address: `host:port`, or Cilium's `:port` for every interface.
+///
+/// # Errors
+/// Neither form parses.
+pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if text.starts_with(':') {
+        format!("0.0.0.0{text}")
+    } else {
+        text.to_owned()
+    };
+    full.parse()
+        .map_err(|e| format!("{text:?} is not host:port or :port ({e})"))
 }
 
 /// cilium-config keys: a directory of one file per key or a YAML/JSON map, and the same keys
@@ -380,4 +409,27 @@ pub struct InstallArgs {
     /// Where the container runtime reads network configurations.
     #[arg(long, env = "WEFT_CNI_CONF_DIR", default_value = "/etc/cni/net.d")]
     pub conf_dir: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_listen_addr;
+
+    #[test]
+    fn listen_addresses_take_cilium_s_port_only_form() {
+        assert_eq!(
+            parse_listen_addr(":9962").expect("port only"),
+            "0.0.0.0:9962".parse().expect("addr")
+        );
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:9090").expect("host:port"),
+            "127.0.0.1:9090".parse().expect("addr")
+        );
+        assert_eq!(
+            parse_listen_addr("[::1]:9962").expect("IPv6"),
+            "[::1]:9962".parse().expect("addr")
+        );
+        let error = parse_listen_addr("9962").expect_err("no colon");
+        assert!(error.contains("host:port or :port"), "{error}");
+    }
 }

@@ -10,14 +10,17 @@ mod inspect;
 use std::collections::BTreeMap;
 
 use weft_agent::{
-    cli::{Cli, CniCommand, Command, ConfigArgs, IpamCommand, PodAdd, PodCommand},
+    cli::{Cli, CniCommand, Command, ConfigArgs, IpamCommand, Output, PodAdd, PodCommand},
     cni::proto::{Request, Response},
     daemon::{Daemon, DaemonOptions, StoreSource},
     datapath::{Datapath, DatapathConfig, PodSpec},
 };
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
+    if let Command::Status { output, socket } = &cli.command {
+        return Ok(status(socket, *output));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -26,7 +29,33 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(cli))
+    runtime.block_on(run(cli))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `weft-agent status`: print the report; exit 1 when unhealthy or not running.
+fn status(socket: &std::path::Path, output: Output) -> std::process::ExitCode {
+    match weft_agent::status::query(socket) {
+        Ok(report) => {
+            if output == Output::Json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(json) => println!("{json}"),
+                    Err(e) => eprintln!("encoding the status: {e}"),
+                }
+            } else {
+                print!("{}", report.render());
+            }
+            if report.healthy() {
+                std::process::ExitCode::SUCCESS
+            } else {
+                std::process::ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -45,6 +74,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     },
                 },
                 health_addr: Some(args.health_addr),
+                prometheus_addr: args.prometheus_serve_addr,
                 state_dir: args.state_dir,
                 socket: args.socket,
                 delete_queue: args.delete_queue_dir,
@@ -114,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
             print!("{report}");
         }
+        Command::Status { .. } => unreachable!("handled before the runtime starts"),
     }
     Ok(())
 }

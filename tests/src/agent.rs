@@ -175,28 +175,31 @@ impl Agent {
     /// port read from its log); the status code.
     #[must_use]
     pub fn probe(&self, path: &str) -> u16 {
-        use std::io::Read as _;
+        self.http_get(path).0
+    }
+
+    /// GET `path` from the agent's health endpoint (which also serves `/metrics`); the status
+    /// code and the body.
+    #[must_use]
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        http_get(&self.logged_addr("serving /healthz and /readyz"), path)
+    }
+
+    /// The `addr=` field of the first log line containing `message` (a bound listener).
+    #[must_use]
+    pub fn logged_addr(&self, message: &str) -> String {
         let log = self.log();
         let plain: String = strip_ansi(&log);
-        let addr = plain
+        plain
             .lines()
             .find_map(|l| {
-                l.contains("serving /healthz and /readyz")
+                l.contains(message)
                     .then(|| l.rsplit("addr=").next())
                     .flatten()
             })
-            .unwrap_or_else(|| panic!("no health address in the log:\n{log}"))
+            .unwrap_or_else(|| panic!("no {message:?} with an address in the log:\n{log}"))
             .trim()
-            .to_owned();
-        let mut stream = std::net::TcpStream::connect(&addr).expect("connect to the health port");
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).expect("read");
-        answer
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+            .to_owned()
     }
 
     /// Is the agent process alive?
@@ -286,6 +289,30 @@ impl Drop for Agent {
         let _ = std::fs::remove_dir_all(&self.base);
         let _ = std::fs::remove_dir_all(&self.pin_dir);
     }
+}
+
+/// GET `path` from `addr` (HTTP/1.1, one request); the status code and the body.
+#[must_use]
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::Read as _;
+    let mut stream =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, body)| body.to_owned());
+    (code, body)
 }
 
 /// `text` without ANSI colour sequences.

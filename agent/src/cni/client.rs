@@ -120,7 +120,7 @@ fn invoke<S: std::hash::BuildHasher>(
                 e.to_string(),
             )
         }),
-        Ok(Response::Done | Response::Explained(_)) => Ok(String::new()),
+        Ok(Response::Done | Response::Explained(_) | Response::Status(_)) => Ok(String::new()),
         Ok(Response::Error(error)) => Err(error),
         Err(reason) => {
             if let Request::Del(pod) = &request {

@@ -33,6 +33,8 @@ pub enum Request {
         /// `namespace/pod`.
         owner: String,
     },
+    /// The agent's own status (`weft-agent status`; not a CNI command).
+    AgentStatus,
     /// Remove every attachment not listed.
     Gc {
         /// Version of the configuration.
@@ -83,6 +85,8 @@ pub enum Response {
     Done,
     /// `Explain`: one line per family.
     Explained(Vec<String>),
+    /// `AgentStatus`: the report.
+    Status(Box<crate::status::AgentStatus>),
     /// The CNI error to print.
     Error(CniError),
 }

@@ -9,6 +9,7 @@
 
 mod identities;
 mod netdev;
+mod observe;
 mod ops;
 mod records;
 mod remote;
@@ -20,7 +21,7 @@ use std::{
     net::{IpAddr, SocketAddr},
     path::PathBuf,
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use tokio::sync::Mutex;
@@ -36,10 +37,10 @@ use crate::{
         server::{self, Handler},
     },
     config::AgentConfig,
-    datapath::{Datapath, DatapathConfig},
-    health::Readiness,
+    datapath::{AttachMode, Datapath, DatapathConfig},
     ipam::manager::IpamManager,
     k8s::K8sError,
+    metrics::{Endpoint, Metrics, MetricsError, Readiness, Refresh},
     store::{NodeStore, Snapshot, Store},
 };
 
@@ -62,8 +63,10 @@ pub struct DaemonOptions {
     pub node_name: String,
     /// Where the cluster's objects come from.
     pub store: StoreSource,
-    /// Where `/healthz` and `/readyz` are served (none: not served).
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (none: not served).
     pub health_addr: Option<SocketAddr>,
+    /// Another address for `/metrics` (`--prometheus-serve-addr`; none: the health address).
+    pub prometheus_addr: Option<SocketAddr>,
     /// State directory (endpoint records, router IPs).
     pub state_dir: PathBuf,
     /// CNI socket.
@@ -90,15 +93,9 @@ pub enum DaemonError {
     /// The Kubernetes API refused or failed (the error names the verb, resource and fix).
     #[error("Kubernetes")]
     K8s(#[source] Arc<K8sError>),
-    /// The health endpoint could not be served.
-    #[error("serving /healthz and /readyz on {addr}; pass another --health-addr")]
-    Health {
-        /// The address.
-        addr: SocketAddr,
-        /// The bind error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The HTTP endpoint (`/healthz`, `/readyz`, `/metrics`) could not be served.
+    #[error("serving /healthz, /readyz and /metrics")]
+    Http(#[from] MetricsError),
     /// The configuration is invalid.
     #[error("configuration")]
     Config(#[from] crate::config::ConfigError),
@@ -181,6 +178,12 @@ pub struct Daemon {
     pub(crate) state: Mutex<State>,
     /// Woken when local endpoints or the store change (identities, CiliumEndpoints).
     pub(crate) endpoints_changed: tokio::sync::Notify,
+    /// Every metric; operations count into it, scrapes refresh it ([`Refresh`]).
+    pub(crate) metrics: Arc<Metrics>,
+    /// How the datapath attaches (read once, so status and scrapes need no lock).
+    pub(crate) attach_mode: AttachMode,
+    /// When start-up began.
+    pub(crate) started: Instant,
 }
 
 impl Handler for Daemon {
@@ -192,6 +195,7 @@ impl Handler for Daemon {
             Request::Status { cni_version } => self.status(&cni_version).await,
             Request::Gc { cni_version, valid } => self.gc(&cni_version, &valid).await,
             Request::Explain { owner } => self.explain(&owner).await,
+            Request::AgentStatus => Response::Status(Box::new(self.agent_status().await)),
         }
     }
 }
@@ -207,16 +211,26 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let mut shutdown = std::pin::pin!(shutdown);
         let ready = Readiness::default();
+        let metrics = Arc::new(Metrics::new(&opts.node_name));
+        let endpoint = Endpoint::new(Arc::clone(&metrics), ready.clone());
         if let Some(addr) = opts.health_addr {
-            let bound = crate::health::serve(addr, ready.clone())
-                .await
-                .map_err(|source| DaemonError::Health { addr, source })?;
-            info!(addr = %bound, "serving /healthz and /readyz");
+            let bound = endpoint.serve(addr).await?;
+            let metrics_here = if opts.prometheus_addr.is_none() {
+                " (and /metrics)"
+            } else {
+                ""
+            };
+            info!(addr = %bound, "serving /healthz and /readyz{metrics_here}");
+        }
+        if let Some(addr) = opts.prometheus_addr {
+            let bound = endpoint.serve(addr).await?;
+            info!(addr = %bound, "serving Prometheus /metrics");
         }
         let daemon = tokio::select! {
-            daemon = startup::start(opts) => Arc::new(daemon?),
+            daemon = startup::start(opts, metrics) => Arc::new(daemon?),
             () = shutdown.as_mut() => return Ok(()),
         };
+        endpoint.set_source(Arc::clone(&daemon) as Arc<dyn Refresh>);
         let listener = server::bind(&daemon.opts.socket)?;
         tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
         tokio::spawn(identities::run(Arc::clone(&daemon)));
@@ -299,9 +313,7 @@ impl Daemon {
         )
         .await;
         netdev::reload_masq(&mut state);
-        let write = state
-            .ipam
-            .node_write(snapshot.own_node(), std::time::Instant::now());
+        let write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         drop(state);
         if write != crate::store::NodeWrite::default() {
             let base = snapshot

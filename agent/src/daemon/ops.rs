@@ -21,9 +21,14 @@ use crate::{
         proto::{PodRequest, Response},
         types::{Attachment, CniError, CniResult, code},
     },
+    crd::pool::CiliumPodIPPool,
     datapath::{Datapath, DatapathError, PodSpec, host_ifname},
-    ipam::manager::{Allocated, IpamError},
-    store::{NodeStore, Store as _},
+    ipam::{
+        Family,
+        manager::{Allocated, IpamError},
+    },
+    metrics::Outcome,
+    store::{NodeStore, Snapshot, Store as _},
 };
 
 fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
@@ -91,14 +96,7 @@ impl Daemon {
             Ok(owner) => owner,
             Err(e) => return Response::Error(e),
         };
-        let st = &mut *state;
-        let allocated = match st.ipam.allocate(
-            &owner,
-            snapshot.as_ref(),
-            &pools,
-            &mut st.rng,
-            Instant::now(),
-        ) {
+        let allocated = match self.allocate(&mut state, &owner, &snapshot, &pools) {
             Ok(a) => a,
             Err(IpamError::NotReady { reason }) => {
                 return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", reason);
@@ -123,9 +121,8 @@ impl Daemon {
                 Response::Added(result)
             }
             Err(response) => {
-                for a in &allocated {
-                    state.ipam.release(a.ip, &a.pool);
-                }
+                let addrs: Vec<_> = allocated.iter().map(|a| (a.ip, a.pool.clone())).collect();
+                self.release(&mut state, &addrs);
                 response
             }
         }
@@ -243,9 +240,7 @@ impl Daemon {
             .map_err(|e| crate::daemon::chain(&e))?;
         purge_endpoints(&mut state.datapath, &record.addrs)
             .map_err(|e| crate::daemon::chain(&e))?;
-        for a in &record.addrs {
-            state.ipam.release(a.ip, &a.pool);
-        }
+        self.release(state, &record_addrs(record));
         self.records
             .remove(&record.container_id, &record.ifname)
             .map_err(|e| e.to_string())?;
@@ -287,9 +282,7 @@ impl Daemon {
                     crate::daemon::chain(&e),
                 );
             }
-            for a in &record.addrs {
-                state.ipam.release(a.ip, &a.pool);
-            }
+            self.release(&mut state, &record_addrs(&record));
             if let Err(e) = self.records.remove(&pod.container_id, &pod.ifname) {
                 return error(
                     v,
@@ -455,10 +448,60 @@ impl Daemon {
         }
     }
 
+    /// Allocate for `owner` and count the allocation (duration, addresses per pool).
+    fn allocate(
+        &self,
+        state: &mut State,
+        owner: &str,
+        snapshot: &Snapshot,
+        pools: &[CiliumPodIPPool],
+    ) -> Result<Vec<Allocated>, IpamError> {
+        let started = Instant::now();
+        let allocation =
+            state
+                .ipam
+                .allocate(owner, snapshot, pools, &mut state.rng, Instant::now());
+        let took = started.elapsed();
+        let outcome = if allocation.is_ok() {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        };
+        let counted: Vec<_> = allocation
+            .iter()
+            .flatten()
+            .map(|a| (a.pool.clone(), Family::of(&a.ip)))
+            .collect();
+        self.metrics.ipam.allocated(outcome, took, &counted);
+        allocation
+    }
+
+    /// Release `addrs` (address, pool) and count the release.
+    fn release(&self, state: &mut State, addrs: &[(IpAddr, String)]) {
+        let started = Instant::now();
+        for (ip, pool) in addrs {
+            state.ipam.release(*ip, pool);
+        }
+        let counted: Vec<_> = addrs
+            .iter()
+            .map(|(ip, pool)| (pool.clone(), Family::of(ip)))
+            .collect();
+        self.metrics.ipam.released(started.elapsed(), &counted);
+    }
+
     async fn request_write(&self) {
         let snapshot = Arc::clone(&self.state.lock().await.snapshot);
         self.sync(snapshot).await;
     }
+}
+
+/// The (address, pool) pairs of a record.
+fn record_addrs(record: &EndpointRecord) -> Vec<(IpAddr, String)> {
+    record
+        .addrs
+        .iter()
+        .map(|a| (a.ip, a.pool.clone()))
+        .collect()
 }
 
 /// Whether host interface `name` exists; only a definite "no such link" counts as gone.

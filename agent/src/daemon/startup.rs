@@ -14,16 +14,22 @@ use crate::{
     datapath::Datapath,
     ipam::manager::{IpamConfig, IpamManager},
     k8s::{KubeStore, discovery},
+    metrics::Metrics,
     store::{NodeStore, Store as _, embedded::EmbeddedStore},
 };
 
 /// Owner of the router (gateway) addresses, as in Cilium.
 pub const ROUTER_OWNER: &str = "router";
 
-pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
+pub(super) async fn start(
+    opts: DaemonOptions,
+    metrics: Arc<Metrics>,
+) -> Result<Daemon, DaemonError> {
+    let started = Instant::now();
     let mut datapath = Datapath::load(&opts.datapath)?;
+    let attach_mode = datapath.attach_mode();
     let early = AgentConfig::resolve([&opts.config_file, &opts.config_flags])?;
-    let store = open_store(&opts, &early).await?;
+    let store = open_store(&opts, &early, &metrics).await?;
     let snapshot = store.snapshots().borrow().clone();
     let labels = snapshot
         .own_node()
@@ -58,6 +64,9 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
         records,
         state: Mutex::new(state),
         endpoints_changed: tokio::sync::Notify::new(),
+        metrics,
+        attach_mode,
+        started,
     };
     replay_deletes(&daemon).await;
     let snapshot = daemon.store.snapshots().borrow().clone();
@@ -67,7 +76,11 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
 
 /// Open the store; against Kubernetes, first make sure the own CiliumNode exists and is
 /// seeded, then wait until every watch has listed (retrying while the API server is away).
-async fn open_store(opts: &DaemonOptions, early: &AgentConfig) -> Result<NodeStore, DaemonError> {
+async fn open_store(
+    opts: &DaemonOptions,
+    early: &AgentConfig,
+    metrics: &Metrics,
+) -> Result<NodeStore, DaemonError> {
     match &opts.store {
         super::StoreSource::Embedded(dir) => Ok(NodeStore::Embedded(EmbeddedStore::open(
             dir,
@@ -76,7 +89,7 @@ async fn open_store(opts: &DaemonOptions, early: &AgentConfig) -> Result<NodeSto
         )?)),
         super::StoreSource::Kubernetes { kubeconfig } => {
             let fail = |e| DaemonError::K8s(Arc::new(e));
-            let client = crate::k8s::connect(kubeconfig.as_deref())
+            let client = crate::k8s::connect(kubeconfig.as_deref(), Some(metrics.kube.clone()))
                 .await
                 .map_err(fail)?;
             discovery::ensure_cilium_node(&client, &opts.node_name, early.ipam, &early.node_seed)

@@ -89,6 +89,12 @@ impl Datapath {
         &self.pin_dir
     }
 
+    /// How programs are attached (`Auto` already resolved for this kernel).
+    #[must_use]
+    pub const fn attach_mode(&self) -> AttachMode {
+        self.attach_mode
+    }
+
     /// The loaded program `name` (tests run it with `BPF_PROG_TEST_RUN`).
     ///
     /// # Errors

@@ -15,6 +15,7 @@ pub mod netdev;
 pub mod netlink;
 pub mod netns;
 mod pod;
+pub mod stats;
 
 use std::{io, net::IpAddr, path::PathBuf};
 
@@ -26,6 +27,7 @@ pub use masq::{MasqExclusion, MasqRow, MasqSync};
 pub use nat::NatRow;
 pub use netdev::{NetdevConfig, NetdevRow};
 pub use pod::{PodSpec, host_ifname};
+pub use stats::{DatapathStats, MapStat, ProgramAttachment, read_stats};
 
 /// Default bpffs directory for weft's pinned maps and links.
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/weft";

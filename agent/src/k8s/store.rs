@@ -10,7 +10,7 @@
 use std::{
     collections::{BTreeSet, VecDeque},
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError, atomic::AtomicU64},
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -32,21 +32,10 @@ use super::{
     resources::{decode, to_json},
     writer,
 };
-use crate::store::{NodeWrite, Snapshot, Store, StoreError};
+use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
 
 /// How many recent versions of the own CiliumNode are kept as write bases.
 const VERSIONS_KEPT: usize = 32;
-
-/// Counters of the writer (tests and, later, metrics read them).
-#[derive(Debug, Default)]
-pub struct WriteStats {
-    /// Successful PUTs of the CiliumNode or its status.
-    pub writes: AtomicU64,
-    /// 409 Conflicts answered to a write.
-    pub conflicts: AtomicU64,
-    /// Writes that failed otherwise (and were retried).
-    pub failures: AtomicU64,
-}
 
 /// A store backed by the Kubernetes API.
 #[derive(Debug, Clone)]

@@ -111,10 +111,7 @@ async fn write_once(inner: &Inner, write: &NodeWrite, base: &str) -> Result<bool
         };
         match answer {
             Ok((object, what)) => {
-                inner
-                    .stats
-                    .writes
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                inner.stats.wrote();
                 changed_any = true;
                 fresh = to_json(&object);
                 inner.remember(&fresh);

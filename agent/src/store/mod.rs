@@ -7,7 +7,15 @@
 pub mod embedded;
 pub mod writeback;
 
-use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, SystemTime},
+};
 
 use tokio::sync::watch;
 
@@ -81,6 +89,39 @@ pub fn merge_writes(old: Option<NodeWrite>, new: NodeWrite) -> NodeWrite {
     }
 }
 
+/// Counters of the CiliumNode writer of either store (metrics and `weft-agent status`).
+#[derive(Debug, Default)]
+pub struct WriteStats {
+    /// Successful writes of the CiliumNode (or its status).
+    pub writes: AtomicU64,
+    /// 409 Conflicts answered to a write (Kubernetes only; the write is retried).
+    pub conflicts: AtomicU64,
+    /// Writes that failed otherwise (and stay queued).
+    pub failures: AtomicU64,
+    /// Unix time in milliseconds of the last successful write; 0: none yet.
+    pub last_write_ms: AtomicU64,
+}
+
+impl WriteStats {
+    /// Count a successful write, now.
+    pub fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.last_write_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// When the last successful write happened, if any.
+    #[must_use]
+    pub fn last_write(&self) -> Option<SystemTime> {
+        match self.last_write_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+}
+
 /// A source of snapshots that accepts write-backs of the own CiliumNode.
 pub trait Store {
     /// Snapshots, newest first; the receiver sees every change after the first full read.
@@ -102,6 +143,17 @@ pub enum NodeStore {
     Embedded(embedded::EmbeddedStore),
     /// The API server.
     Kube(crate::k8s::KubeStore),
+}
+
+impl NodeStore {
+    /// The writer's counters.
+    #[must_use]
+    pub fn stats(&self) -> &WriteStats {
+        match self {
+            Self::Embedded(s) => s.stats(),
+            Self::Kube(s) => s.stats(),
+        }
+    }
 }
 
 impl Store for NodeStore {

@@ -6,6 +6,7 @@
 
 mod faults;
 mod lifecycle;
+mod metrics;
 mod two_nodes;
 
 use std::{

@@ -515,5 +515,9 @@ const fn family_word(family: Family) -> &'static str {
     }
 }
 
+mod usage;
+
+pub use self::usage::{IpamUsage, PoolStat};
+
 #[cfg(test)]
 mod tests;

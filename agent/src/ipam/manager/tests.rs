@@ -212,3 +212,84 @@ fn delegated_plugin_allocates_nothing() {
         .expect_err("delegated");
     assert_eq!(err.to_string(), "Operation not supported");
 }
+
+#[test]
+fn usage_of_a_host_scope_node_reads_like_cilium_status() {
+    let mut m = IpamManager::new(config(IpamMode::ClusterPool, false)).expect("manager");
+    let mut node = CiliumNode::new("n1");
+    node.spec.ipam = Some(IpamSpec {
+        pod_cidrs: vec!["10.4.0.0/24".parse().expect("cidr")],
+        ..IpamSpec::default()
+    });
+    m.observe_node(Some(&node));
+    let mut rng = fastrand::Rng::with_seed(5);
+    let now = Instant::now();
+    for owner in ["router", "default/a", "default/b"] {
+        m.allocate(owner, &NoObjects, &[], &mut rng, now)
+            .expect("allocate");
+    }
+    let usage = m.usage(now);
+    assert_eq!(usage.status, "IPv4: 3/254 allocated from 10.4.0.0/24");
+    assert_eq!(
+        usage.pools,
+        [PoolStat {
+            pool: "default".into(),
+            family: Family::V4,
+            capacity: 254,
+            used: 3,
+            cidr: Some("10.4.0.0/24".parse().expect("cidr")),
+            cidrs: 1,
+        }]
+    );
+    assert_eq!(
+        (usage.capacity(), usage.used(), usage.available()),
+        (254, 3, 251)
+    );
+    assert_eq!(usage.needed, 0, "host-scope never asks for more");
+}
+
+#[test]
+fn usage_of_multi_pool_counts_pools_and_what_the_node_still_needs() {
+    let mut m = IpamManager::new(config(IpamMode::MultiPool, false)).expect("manager");
+    // A /30 holds 2 usable addresses (network and broadcast are reserved); with 1 in use and
+    // pre-allocation default=8 the node asks for neededIPCeil(1, 8) = 16: 14 more than it holds.
+    m.observe_node(Some(&multi_node(&["10.0.0.0/30"])));
+    let mut rng = fastrand::Rng::with_seed(6);
+    let now = Instant::now();
+    m.allocate(
+        "router",
+        &NoObjects,
+        &[pool("default", false)],
+        &mut rng,
+        now,
+    )
+    .expect("allocate");
+    let usage = m.usage(now);
+    assert_eq!(usage.status, "1 IPAM pool(s) available");
+    let default = &usage.pools[0];
+    assert_eq!(
+        (
+            default.pool.as_str(),
+            default.family,
+            default.used,
+            default.cidrs
+        ),
+        ("default", Family::V4, 1, 1)
+    );
+    assert_eq!(default.capacity, 2);
+    assert_eq!(usage.needed, 14, "demand 16 against 2 held");
+}
+
+#[test]
+fn usage_of_crd_mode_and_delegated_plugin() {
+    let mut crd = IpamManager::new(config(IpamMode::Crd, false)).expect("manager");
+    crd.observe_node(Some(&crd_node(&["10.1.0.5", "10.1.0.6"])));
+    let usage = crd.usage(Instant::now());
+    assert_eq!(usage.status, "IPv4: 0/2 allocated");
+    assert_eq!((usage.capacity(), usage.used()), (2, 0));
+
+    let mut none = IpamManager::new(config(IpamMode::DelegatedPlugin, false)).expect("manager");
+    let usage = none.usage(Instant::now());
+    assert_eq!(usage.status, "delegated to plugin");
+    assert!(usage.pools.is_empty());
+}

@@ -47,6 +47,7 @@ struct Inner {
     writing: Mutex<()>,
     wake: Notify,
     debounce: Duration,
+    stats: super::WriteStats,
 }
 
 impl EmbeddedStore {
@@ -75,6 +76,7 @@ impl EmbeddedStore {
             writing: Mutex::new(()),
             wake: Notify::new(),
             debounce,
+            stats: super::WriteStats::default(),
         });
         let inotify = Inotify::init().map_err(|source| StoreError::Watch {
             path: root.to_path_buf(),
@@ -90,6 +92,12 @@ impl EmbeddedStore {
     #[must_use]
     pub fn root(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// The writer's counters.
+    #[must_use]
+    pub fn stats(&self) -> &super::WriteStats {
+        &self.inner.stats
     }
 }
 
@@ -316,11 +324,21 @@ fn write_pending(inner: &Inner) -> Result<(), StoreError> {
                 Some(write),
                 slot.take().unwrap_or_default(),
             ));
+            inner
+                .stats
+                .failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(error);
         }
     };
     if super::writeback::apply(&mut doc, &write) {
-        docs::write_atomic(&path, &doc)?;
+        docs::write_atomic(&path, &doc).inspect_err(|_| {
+            inner
+                .stats
+                .failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })?;
+        inner.stats.wrote();
         info!(path = %path.display(), "wrote CiliumNode");
     }
     Ok(())

@@ -1,0 +1,223 @@
+//! What the daemon shows about itself: the scrape-time metrics ([`Refresh`]) and the
+//! `weft-agent status` report. The state lock is held only to compute IPAM usage (pure, no
+//! IO); the datapath is read from its pins on a blocking thread, and the store's counters are
+//! atomics, so neither a scrape nor a status request holds up a CNI ADD for long.
+
+use std::{
+    pin::Pin,
+    sync::{Arc, atomic::Ordering},
+    time::{Instant, SystemTime},
+};
+
+use tracing::warn;
+
+use super::{Daemon, chain};
+use crate::{
+    datapath::{AttachMode, DatapathStats, read_stats},
+    ipam::manager::IpamUsage,
+    metrics::Refresh,
+    status::{
+        AgentStatus, DatapathStatus, IpamStatus, MapStatus, PoolStatus, ProgramStatus, StoreStatus,
+    },
+    store::{NodeStore, Snapshot},
+};
+
+/// IPAM as one lock acquisition saw it.
+struct IpamView {
+    usage: IpamUsage,
+    /// Why new pods cannot get addresses now.
+    not_ready: Option<String>,
+    snapshot: Arc<Snapshot>,
+}
+
+impl Daemon {
+    async fn ipam_view(&self) -> IpamView {
+        let mut state = self.state.lock().await;
+        let usage = state.ipam.usage(Instant::now());
+        let not_ready = match state.ipam.ready() {
+            Err(e) => Some(e.to_string()),
+            Ok(()) if !state.unrestored.is_empty() => Some(format!(
+                "restoring {} endpoint address(es)",
+                state.unrestored.len()
+            )),
+            Ok(()) if state.router.is_empty() => Some("no router address yet".to_owned()),
+            Ok(()) => None,
+        };
+        IpamView {
+            usage,
+            not_ready,
+            snapshot: Arc::clone(&state.snapshot),
+        }
+    }
+
+    async fn datapath_stats(&self) -> Result<DatapathStats, String> {
+        let pin_dir = self.opts.datapath.pin_dir.clone();
+        let mode = self.attach_mode;
+        tokio::task::spawn_blocking(move || read_stats(&pin_dir, mode))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| chain(&e))
+    }
+
+    /// The `weft-agent status` report.
+    pub(super) async fn agent_status(&self) -> AgentStatus {
+        let view = self.ipam_view().await;
+        let mut problems = Vec::new();
+        if let Some(reason) = &view.not_ready {
+            problems.push(format!("IPAM not ready: {reason}"));
+        }
+        let operator_error = view
+            .snapshot
+            .own_node()
+            .and_then(|n| n.status.as_ref())
+            .and_then(|s| s.ipam.as_ref())
+            .and_then(|i| i.operator_status.as_ref())
+            .map(|o| o.error.clone())
+            .filter(|e| !e.is_empty());
+        if let Some(error) = &operator_error {
+            problems.push(format!("operator: {error}"));
+        }
+        if !view.snapshot.synced {
+            problems.push("store: the first full read has not finished".to_owned());
+        }
+        for (path, reason) in &view.snapshot.problems {
+            problems.push(format!("{}: {reason}", path.display()));
+        }
+        let records = match self.records.all() {
+            Ok((records, corrupt)) => {
+                problems.extend(corrupt.iter().map(|e| format!("endpoint record: {e}")));
+                records
+            }
+            Err(e) => {
+                problems.push(format!("endpoint records: {e}"));
+                Vec::new()
+            }
+        };
+        let stats = match self.datapath_stats().await {
+            Ok(stats) => stats,
+            Err(error) => {
+                problems.push(format!("datapath: {error}"));
+                DatapathStats::default()
+            }
+        };
+        for record in &records {
+            let attached = stats.attachments.iter().any(|a| {
+                a.program == agent_common::maps::PROG_FROM_CONTAINER
+                    && a.ifname == record.host_ifname
+            });
+            if !attached && record.result.is_some() {
+                problems.push(format!(
+                    "endpoint {} ({}): from_container is not attached to {}",
+                    record.container_id, record.owner, record.host_ifname
+                ));
+            }
+        }
+        AgentStatus {
+            node: self.opts.node_name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            ipam: ipam_status(&self.config.ipam.to_string(), &view, operator_error),
+            datapath: datapath_status(self, &stats),
+            store: self.store_status(view.snapshot.synced),
+            endpoints: records.len(),
+            problems,
+        }
+    }
+
+    fn store_status(&self, synced: bool) -> StoreStatus {
+        let (kind, source) = match &self.store {
+            NodeStore::Embedded(s) => ("embedded", s.root().display().to_string()),
+            NodeStore::Kube(_) => ("kubernetes", "API server".to_owned()),
+        };
+        let stats = self.store.stats();
+        StoreStatus {
+            kind: kind.to_owned(),
+            source,
+            synced,
+            writes: stats.writes.load(Ordering::Relaxed),
+            conflicts: stats.conflicts.load(Ordering::Relaxed),
+            failures: stats.failures.load(Ordering::Relaxed),
+            last_write_seconds_ago: stats.last_write().map(|at| {
+                SystemTime::now()
+                    .duration_since(at)
+                    .map_or(0, |d| d.as_secs())
+            }),
+        }
+    }
+}
+
+fn ipam_status(mode: &str, view: &IpamView, operator_error: Option<String>) -> IpamStatus {
+    let usage = &view.usage;
+    IpamStatus {
+        mode: mode.to_owned(),
+        status: usage.status.clone(),
+        pools: usage
+            .pools
+            .iter()
+            .map(|p| PoolStatus {
+                pool: p.pool.clone(),
+                family: p.family.as_str().to_owned(),
+                capacity: p.capacity,
+                used: p.used,
+                cidr: p.cidr.map(|c| c.to_string()),
+                cidrs: p.cidrs,
+            })
+            .collect(),
+        available: usage.available(),
+        used: usage.used(),
+        needed: usage.needed,
+        not_ready: view.not_ready.clone(),
+        operator_error,
+    }
+}
+
+fn datapath_status(daemon: &Daemon, stats: &DatapathStats) -> DatapathStatus {
+    let programs = [
+        agent_common::maps::PROG_FROM_CONTAINER,
+        agent_common::maps::PROG_TO_NETDEV,
+        agent_common::maps::PROG_FROM_NETDEV,
+    ]
+    .into_iter()
+    .map(|program| ProgramStatus {
+        program: program.to_owned(),
+        devices: stats
+            .attachments
+            .iter()
+            .filter(|a| a.program == program)
+            .map(|a| a.ifname.clone())
+            .collect(),
+    })
+    .collect();
+    DatapathStatus {
+        pin_dir: daemon.opts.datapath.pin_dir.display().to_string(),
+        attach_mode: match daemon.attach_mode {
+            AttachMode::Netlink => "netlink",
+            AttachMode::Tcx | AttachMode::Auto => "tcx",
+        }
+        .to_owned(),
+        programs,
+        maps: stats
+            .maps
+            .iter()
+            .map(|m| MapStatus {
+                name: m.name.to_owned(),
+                entries: m.entries,
+                capacity: m.capacity,
+            })
+            .collect(),
+    }
+}
+
+impl Refresh for Daemon {
+    fn refresh(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let view = self.ipam_view().await;
+            self.metrics.ipam.set_usage(&view.usage);
+            self.metrics.writes.set(self.store.stats());
+            match self.datapath_stats().await {
+                Ok(stats) => self.metrics.datapath.set(&stats),
+                Err(error) => warn!(%error, "reading the datapath's pins for /metrics"),
+            }
+        })
+    }
+}

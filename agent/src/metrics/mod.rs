@@ -1,0 +1,97 @@
+//! Prometheus metrics and the agent's HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
+//!
+//! One [`Metrics`] holds every part (IPAM, Kubernetes API calls, CiliumNode writes, datapath);
+//! each part registers its metrics in the registry under the `weft_` prefix and owns small,
+//! bounded label sets. Counters of operations (allocations, releases, API calls) are counted
+//! where they happen; gauges of state (pool usage, map entries, the kernel's counters, the
+//! writer's counters) are set by the daemon right before each scrape. This module reads the
+//! other modules' plain data types and never calls into kube, aya or the IPAM allocators.
+
+pub mod apiserver;
+pub mod datapath;
+pub mod ipam;
+pub mod server;
+pub mod writes;
+
+use std::net::SocketAddr;
+
+use prometheus_client::registry::Registry;
+
+pub use self::{
+    apiserver::KubeApiMetrics,
+    datapath::DatapathMetrics,
+    ipam::{IpamMetrics, Outcome},
+    server::{DEFAULT_HEALTH_ADDR, Endpoint, Readiness, Refresh},
+    writes::WriteMetrics,
+};
+
+/// Prefix of every metric name (`weft_ipam_used_ips`, …): Cilium's names after `cilium_`.
+pub const PREFIX: &str = "weft";
+
+/// Why metrics could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Encoding the registry failed.
+    #[error("encoding the metrics")]
+    Encode(#[source] std::fmt::Error),
+    /// A listener could not be bound.
+    #[error("cannot serve HTTP on {addr}: pass another --health-addr / --prometheus-serve-addr")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Every metric of the agent.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Node IPAM usage, pool usage, allocation and release operations.
+    pub ipam: IpamMetrics,
+    /// Kubernetes API request durations.
+    pub kube: KubeApiMetrics,
+    /// CiliumNode writes.
+    pub writes: WriteMetrics,
+    /// eBPF counters, map entries, attachments.
+    pub datapath: DatapathMetrics,
+    registry: Registry,
+}
+
+impl Metrics {
+    /// Every metric, registered, for node `node_name` (the `target_node` label).
+    #[must_use]
+    pub fn new(node_name: &str) -> Self {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let ipam = IpamMetrics::new(node_name);
+        ipam.register(&mut registry);
+        let kube = KubeApiMetrics::default();
+        kube.register(&mut registry);
+        let writes = WriteMetrics::default();
+        writes.register(&mut registry);
+        let datapath = DatapathMetrics::default();
+        datapath.register(&mut registry);
+        Self {
+            ipam,
+            kube,
+            writes,
+            datapath,
+            registry,
+        }
+    }
+
+    /// The registry in the OpenMetrics text format (ends with `# EOF`).
+    ///
+    /// # Errors
+    /// A metric failed to encode.
+    pub fn encode(&self) -> Result<String, MetricsError> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .map_err(MetricsError::Encode)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;
