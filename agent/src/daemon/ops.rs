@@ -22,7 +22,10 @@ use crate::{
         types::{Attachment, CniError, CniResult, code},
     },
     datapath::{Datapath, DatapathError, PodSpec, host_ifname},
-    ipam::manager::{Allocated, IpamError},
+    ipam::{
+        manager::{Allocated, IpamError},
+        sanity::address_clash,
+    },
 };
 
 fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<String>) -> Response {
@@ -113,6 +116,9 @@ impl Daemon {
                 );
             }
         };
+        if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
+            return refused;
+        }
         match self.wire(&mut state, pod, &owner, &allocated).await {
             Ok(result) => {
                 drop(state);
@@ -127,6 +133,30 @@ impl Daemon {
                 response
             }
         }
+    }
+
+    /// An address inside one of the node's own networks (a pod range that overlaps them,
+    /// found after start-up) is never handed out: release the allocation and refuse the ADD.
+    fn refuse_clashes(
+        &self,
+        state: &mut State,
+        v: &str,
+        owner: &str,
+        allocated: &[Allocated],
+    ) -> Option<Response> {
+        let (ip, network) = allocated.iter().find_map(|a| {
+            address_clash(self.config.ipam, a.ip, &state.node_networks).map(|n| (a.ip, n.clone()))
+        })?;
+        for a in allocated {
+            state.ipam.release(a.ip, &a.pool);
+        }
+        Some(error(
+            v,
+            code::IPAM_FAILED,
+            format!("refusing address {ip} for {owner}: it overlaps {network}"),
+            "a pod range overlaps the node's own networks; pick pod CIDRs outside them (see the \
+             agent's log for the range and the fix)",
+        ))
     }
 
     /// Wire the pod and record it; on failure everything made here is undone.

@@ -6,7 +6,7 @@ use std::{net::IpAddr, path::Path, sync::Arc, time::Instant};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use super::{Daemon, DaemonError, DaemonOptions, Records, State};
+use super::{Daemon, DaemonError, DaemonOptions, Records, State, sanity};
 use crate::{
     cni::proto::Request,
     config::AgentConfig,
@@ -33,10 +33,13 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
     let per_node = resolve_node_config(&configs, &labels)?;
     let config = AgentConfig::resolve([&opts.config_file, &per_node, &opts.config_flags])?;
     info!(ipam = %config.ipam, default_pool = %config.default_pool, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, "configuration");
+    let records = Records::open(&opts.state_dir)?;
+    sanity::check_mode(&opts.state_dir, config.ipam, &records)?;
+    let node_networks = sanity::read_node_networks().await?;
+    sanity::check_overlaps(config.ipam, snapshot.own_node(), &node_networks)?;
     let net = super::netdev::setup(&mut datapath, &config).await?;
     let mut ipam = IpamManager::new(ipam_config(&config))?;
     ipam.observe_node(snapshot.own_node());
-    let records = Records::open(&opts.state_dir)?;
     let mut state = State {
         ipam,
         datapath,
@@ -45,6 +48,8 @@ pub(super) async fn start(opts: DaemonOptions) -> Result<Daemon, DaemonError> {
         router: Vec::new(),
         unrestored: Vec::new(),
         net,
+        node_networks,
+        reported_overlaps: std::collections::BTreeSet::new(),
     };
     state.unrestored = unrestored(&records, &mut state).await?;
     finish_restore(&mut state, &opts);

@@ -32,7 +32,7 @@ use rtnetlink::{
     },
 };
 
-pub use self::addrs::{default_route_device, device_addresses};
+pub use self::addrs::{HostNetwork, default_route_device, device_addresses, host_networks};
 use super::netns::{self, NetNsError};
 
 mod addrs;
@@ -160,7 +160,7 @@ pub enum NetlinkError {
         source: rtnetlink::Error,
     },
     /// Listing the routing table failed.
-    #[error("cannot list the IPv4 routes")]
+    #[error("cannot list the routing table")]
     GetRoute {
         /// The underlying error.
         #[source]

@@ -153,10 +153,19 @@ pub fn read_value(path: &Path) -> Result<Value, StoreError> {
         path: path.to_path_buf(),
         source,
     })?;
+    parse_text(path, &text)
+}
+
+/// Parse the text of the document at `path` (JSON or YAML by its extension) as a generic
+/// document; the pure half of [`read_value`].
+///
+/// # Errors
+/// The text is not valid YAML/JSON.
+pub fn parse_text(path: &Path, text: &str) -> Result<Value, StoreError> {
     let parsed: Result<Value, String> = if is_json(path) {
-        serde_json::from_str(&text).map_err(|e| e.to_string())
+        serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
-        serde_norway::from_str(&text).map_err(|e| e.to_string())
+        serde_norway::from_str(text).map_err(|e| e.to_string())
     };
     parsed.map_err(|reason| StoreError::Parse {
         path: path.to_path_buf(),
@@ -240,13 +249,23 @@ pub fn write_atomic(path: &Path, value: &Value) -> Result<(), StoreError> {
         path: path.to_path_buf(),
         source,
     };
+    let text = render_text(path, value).map_err(io)?;
+    crate::fsutil::write_atomic(path, text.as_bytes(), true).map_err(io)
+}
+
+/// The text [`write_atomic`] stores for `value` at `path` (pretty JSON, or YAML that YAML 1.1
+/// readers read back the same), ending in a newline.
+///
+/// # Errors
+/// The value cannot be serialised.
+pub fn render_text(path: &Path, value: &Value) -> Result<String, std::io::Error> {
     let mut text = if is_json(path) {
-        serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?
+        serde_json::to_string_pretty(value)?
     } else {
-        yaml_text(value).map_err(|e| io(std::io::Error::other(e)))?
+        yaml_text(value).map_err(std::io::Error::other)?
     };
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    crate::fsutil::write_atomic(path, text.as_bytes(), true).map_err(io)
+    Ok(text)
 }
