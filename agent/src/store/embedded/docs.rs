@@ -195,44 +195,53 @@ const YAML11_AMBIGUOUS: [&str; 26] = [
 fn yaml_text(value: &Value) -> Result<String, serde_norway::Error> {
     // Swap the ambiguous strings (values and keys) for unique plain placeholders, emit, then
     // put them back single-quoted: a quoted scalar is valid wherever a plain one is.
+    // The placeholders must not occur in the document itself, or its own text would be
+    // replaced too (found by fuzzing: a label value "weft-yaml11-quoted-000000").
+    let json = value.to_string();
+    let mut prefix = String::from("weft-yaml11-quoted-");
+    while json.contains(prefix.as_str()) {
+        prefix.insert(0, 'x');
+    }
     let mut quoted = Vec::new();
-    let masked = mask(value, &mut quoted);
+    let masked = mask(value, &prefix, &mut quoted);
     let mut text = serde_norway::to_string(&masked)?;
     for (i, original) in quoted.iter().enumerate().rev() {
         text = text.replace(
-            &placeholder(i),
+            &placeholder(&prefix, i),
             &format!("'{}'", original.replace('\'', "''")),
         );
     }
     Ok(text)
 }
 
-fn placeholder(i: usize) -> String {
-    format!("weft-yaml11-quoted-{i:06}")
+fn placeholder(prefix: &str, i: usize) -> String {
+    format!("{prefix}{i:06}")
 }
 
-fn mask(value: &Value, quoted: &mut Vec<String>) -> Value {
+fn mask(value: &Value, prefix: &str, quoted: &mut Vec<String>) -> Value {
     let mut swap = |s: &str| {
         if YAML11_AMBIGUOUS.contains(&s) {
             quoted.push(s.to_owned());
-            placeholder(quoted.len() - 1)
+            placeholder(prefix, quoted.len() - 1)
         } else {
             s.to_owned()
         }
     };
     match value {
         Value::String(s) => Value::String(swap(s)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| mask(v, quoted)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| mask(v, prefix, quoted)).collect())
+        }
         Value::Object(map) => {
             let mut out = serde_json::Map::new();
             for (k, v) in map {
                 let key = if YAML11_AMBIGUOUS.contains(&k.as_str()) {
                     quoted.push(k.clone());
-                    placeholder(quoted.len() - 1)
+                    placeholder(prefix, quoted.len() - 1)
                 } else {
                     k.clone()
                 };
-                out.insert(key, mask(v, quoted));
+                out.insert(key, mask(v, prefix, quoted));
             }
             Value::Object(out)
         }
