@@ -7,6 +7,7 @@
 mod bench;
 mod demo;
 mod demo_containerd;
+mod fuzz;
 mod gen_crds;
 mod run;
 mod setup;
@@ -53,6 +54,10 @@ enum Command {
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
     /// the result in; the `crds` tests fail while it is stale). Needs `cargo xtask setup` once.
     GenCrds,
+    /// Fuzz the input parsers (CNI config and env, socket requests, CiliumNode and
+    /// CiliumPodIPPool documents, the ip-masq-agent file) with cargo-fuzz on nightly, for a
+    /// bounded time per target. Not part of `test`; installs cargo-fuzz on first use.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 /// Reports errors as `error: ...` plus their causes, without anyhow's backtrace (which
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Command::DemoContainerd => demo_containerd::demo_containerd(),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
+        Command::Fuzz(args) => fuzz::fuzz(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -44,10 +44,34 @@ pub fn run<S: std::hash::BuildHasher>(env: &HashMap<String, String, S>, stdin: &
     }
 }
 
-fn invoke<S: std::hash::BuildHasher>(
+/// What one plugin invocation asks for, decided from `CNI_*` and stdin alone (no IO).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invocation {
+    /// `VERSION`: print this JSON and exit.
+    Version(String),
+    /// Ask the agent.
+    Ask {
+        /// `cniVersion` of the configuration.
+        version: String,
+        /// The request for the agent.
+        request: Box<Request>,
+        /// The agent socket (configuration, `WEFT_SOCK`, or the default).
+        socket: String,
+        /// Where a DEL is queued while the agent is down.
+        delete_queue: String,
+    },
+}
+
+/// Validate `CNI_*` and the configuration on stdin as the spec says and build the request;
+/// the pure first half of [`run`].
+///
+/// # Errors
+/// The CNI error to print: a missing or invalid variable, an undecodable or unsupported
+/// configuration, an unknown command.
+pub fn parse<S: std::hash::BuildHasher>(
     env: &HashMap<String, String, S>,
     stdin: &[u8],
-) -> Result<String, CniError> {
+) -> Result<Invocation, CniError> {
     let var = |k: &str| env.get(k).map(String::as_str).unwrap_or_default();
     let command = var("CNI_COMMAND");
     if command.is_empty() {
@@ -59,7 +83,7 @@ fn invoke<S: std::hash::BuildHasher>(
         ));
     }
     if command == "VERSION" {
-        return Ok(version(stdin));
+        return Ok(Invocation::Version(version(stdin)));
     }
     let conf: NetConf = serde_json::from_slice(stdin).map_err(|e| {
         CniError::new(
@@ -111,6 +135,31 @@ fn invoke<S: std::hash::BuildHasher>(
         .clone()
         .or_else(|| env.get("WEFT_SOCK").cloned())
         .unwrap_or_else(|| DEFAULT_SOCKET.to_owned());
+    let delete_queue = conf
+        .delete_queue_dir
+        .clone()
+        .unwrap_or_else(|| DEFAULT_DELETE_QUEUE.to_owned());
+    Ok(Invocation::Ask {
+        version,
+        request: Box::new(request),
+        socket,
+        delete_queue,
+    })
+}
+
+fn invoke<S: std::hash::BuildHasher>(
+    env: &HashMap<String, String, S>,
+    stdin: &[u8],
+) -> Result<String, CniError> {
+    let (version, request, socket, dir) = match parse(env, stdin)? {
+        Invocation::Version(json) => return Ok(json),
+        Invocation::Ask {
+            version,
+            request,
+            socket,
+            delete_queue,
+        } => (version, *request, socket, delete_queue),
+    };
     match ask(Path::new(&socket), &request) {
         Ok(Response::Added(result)) => serde_json::to_string(&result).map_err(|e| {
             CniError::new(
@@ -124,10 +173,6 @@ fn invoke<S: std::hash::BuildHasher>(
         Ok(Response::Error(error)) => Err(error),
         Err(reason) => {
             if let Request::Del(pod) = &request {
-                let dir = conf
-                    .delete_queue_dir
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_DELETE_QUEUE.to_owned());
                 return queue_delete(Path::new(&dir), pod).map(|()| String::new()).map_err(|e| {
                     CniError::new(&version, code::IO_FAILURE, format!("weft-agent is unreachable ({reason}) and the DEL could not be queued in {dir}"), e.to_string())
                 });

@@ -1,23 +1,32 @@
 //! The agent's unix socket for `weft-cni`: root-only permissions, one JSON request line and one
 //! JSON response line per connection. What a request does is the handler's business (the
-//! daemon); this module only speaks the protocol.
+//! daemon); this module only speaks the protocol, and treats the socket as a trust boundary:
+//! a request line is bounded in size and time, and the identifiers the daemon turns into file
+//! and interface names are checked against the CNI spec before the handler sees them.
 
 use std::{
     os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
     sync::Arc,
+    time::Duration,
 };
 
 use tokio::{
-    io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader},
+    io::{AsyncBufRead, AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader},
     net::{UnixListener, UnixStream},
 };
 use tracing::{debug, warn};
 
 use super::{
     proto::{Request, Response},
-    types::{CniError, code},
+    types::{CniError, code, valid_container_id, valid_ifname},
 };
+
+/// Longest request line the agent reads (a GC request lists every attachment of the node,
+/// a few hundred bytes each).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// How long a client may take to send its request line.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Executes plugin requests.
 pub trait Handler: Send + Sync + 'static {
@@ -82,22 +91,144 @@ pub async fn serve<H: Handler>(listener: UnixListener, handler: Arc<H>) {
 
 async fn answer<H: Handler>(stream: UnixStream, handler: &H) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
-    let mut line = String::new();
-    BufReader::new(read).read_line(&mut line).await?;
-    let response = match serde_json::from_str::<Request>(&line) {
+    let mut reader = BufReader::new(read);
+    let decoded = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut reader))
+        .await
+        .unwrap_or_else(|_| {
+            Err(CniError::new(
+                "",
+                code::IO_FAILURE,
+                "the plugin's request did not arrive in time",
+                format!("no complete request line within {REQUEST_TIMEOUT:?}"),
+            ))
+        });
+    let response = match decoded {
         Ok(request) => {
             debug!(?request, "CNI request");
             handler.handle(request).await
         }
-        Err(e) => Response::Error(CniError::new(
-            "",
-            code::DECODE_FAILURE,
-            "the agent could not decode the plugin's request",
-            format!("{e}; are weft-cni and weft-agent the same version?"),
-        )),
+        Err(error) => Response::Error(error),
     };
     let mut out = serde_json::to_string(&response).map_err(std::io::Error::other)?;
     out.push('\n');
     write.write_all(out.as_bytes()).await?;
     write.shutdown().await
+}
+
+/// Read one request line (up to `\n` or the end of the stream, at most
+/// [`MAX_REQUEST_BYTES`]) and decode it with [`decode_request`].
+///
+/// # Errors
+/// The CNI error to answer with: the read failed, the line is too long, or it does not decode.
+pub async fn read_request<R: AsyncBufRead + Unpin>(reader: R) -> Result<Request, CniError> {
+    let mut line = Vec::new();
+    let limit = u64::try_from(MAX_REQUEST_BYTES).unwrap_or(u64::MAX) + 1;
+    reader
+        .take(limit)
+        .read_until(b'\n', &mut line)
+        .await
+        .map_err(|e| {
+            CniError::new(
+                "",
+                code::IO_FAILURE,
+                "cannot read the plugin's request",
+                e.to_string(),
+            )
+        })?;
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(CniError::new(
+            "",
+            code::DECODE_FAILURE,
+            "the plugin's request is too long",
+            format!("a request line has at most {MAX_REQUEST_BYTES} bytes"),
+        ));
+    }
+    decode_request(&line)
+}
+
+/// Decode one request line and check what the daemon will build names from: the container id
+/// and interface name of ADD, DEL and CHECK must follow the CNI spec's rules (they become
+/// endpoint record file names and host interface names).
+///
+/// # Errors
+/// The CNI error to answer with (code 6 for undecodable JSON, 4 for a bad identifier).
+pub fn decode_request(line: &[u8]) -> Result<Request, CniError> {
+    let request = serde_json::from_slice::<Request>(line).map_err(|e| {
+        CniError::new(
+            "",
+            code::DECODE_FAILURE,
+            "the agent could not decode the plugin's request",
+            format!("{e}; are weft-cni and weft-agent the same version?"),
+        )
+    })?;
+    if let Request::Add(pod) | Request::Del(pod) | Request::Check(pod) = &request {
+        if !valid_container_id(&pod.container_id) {
+            return Err(CniError::new(
+                &pod.cni_version,
+                code::INVALID_ENV,
+                "invalid container id",
+                format!(
+                    "got {:?}; it must start with a letter or digit and contain only letters, digits, '_', '.' and '-'",
+                    pod.container_id
+                ),
+            ));
+        }
+        if !valid_ifname(&pod.ifname) {
+            return Err(CniError::new(
+                &pod.cni_version,
+                code::INVALID_ENV,
+                "invalid interface name",
+                format!(
+                    "got {:?}; an interface name has 1 to 15 characters and no '/', ':' or spaces",
+                    pod.ifname
+                ),
+            ));
+        }
+    }
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block_on<T>(f: impl Future<Output = T>) -> T {
+        futures::executor::block_on(f)
+    }
+
+    #[test]
+    fn identifiers_that_would_escape_the_state_dir_are_refused() {
+        for (field, value) in [
+            ("container_id", "../../etc/x"),
+            ("container_id", ""),
+            ("ifname", "a/b"),
+            ("ifname", "sixteen-chars-xx"),
+        ] {
+            let mut doc = serde_json::json!({
+                "command": "add", "cni_version": "1.0.0", "container_id": "c1", "ifname": "eth0",
+                "netns": "/var/run/netns/x", "pod_namespace": "", "pod_name": "", "mtu": null
+            });
+            doc[field] = value.into();
+            let line = serde_json::to_vec(&doc).expect("json");
+            let error = decode_request(&line).expect_err(value);
+            assert_eq!(error.code, code::INVALID_ENV, "{value}");
+            assert!(error.details.contains(&format!("{value:?}")), "{error}");
+        }
+    }
+
+    #[test]
+    fn framing_is_bounded_and_reads_one_line() {
+        let ok = b"{\"command\":\"status\",\"cni_version\":\"1.1.0\"}\ntrailing junk";
+        assert_eq!(
+            block_on(read_request(&ok[..])).expect("decodes"),
+            Request::Status {
+                cni_version: "1.1.0".into()
+            }
+        );
+        let long = vec![b' '; MAX_REQUEST_BYTES + 10];
+        let error = block_on(read_request(&long[..])).expect_err("too long");
+        assert_eq!(error.msg, "the plugin's request is too long");
+        let error = block_on(read_request(&b"\xff\xfe\n"[..])).expect_err("not UTF-8");
+        assert_eq!(error.code, code::DECODE_FAILURE);
+    }
 }

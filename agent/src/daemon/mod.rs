@@ -14,6 +14,7 @@ mod ops;
 mod records;
 mod remote;
 mod result;
+mod sanity;
 mod startup;
 
 use std::{
@@ -29,6 +30,7 @@ use tracing::{info, warn};
 
 pub use self::{
     records::{EndpointRecord, RecordAddr, RecordError, Records},
+    sanity::{CheckError, MODE_FILE},
     startup::{ROUTER_OWNER, ipam_config},
 };
 use crate::{
@@ -123,6 +125,17 @@ pub enum DaemonError {
         /// The device.
         device: String,
     },
+    /// A start-up check failed: a pod range overlaps the node's networks, or the IPAM mode
+    /// changed under existing pods.
+    #[error("start-up check failed")]
+    Check(#[from] CheckError),
+    /// The node's addresses and routes could not be read.
+    #[error("reading the node's addresses and routes")]
+    NodeNetworks {
+        /// The netlink error.
+        #[source]
+        source: crate::datapath::netlink::NetlinkError,
+    },
     /// A native device's addresses (or the default route) could not be read.
     #[error("reading native device {device}")]
     Device {
@@ -166,6 +179,10 @@ pub(crate) struct State {
     pub(crate) remote_ipcache: BTreeMap<ipnet::IpNet, crate::datapath::ipcache::IpcacheEntry>,
     /// Routes to other nodes' pod CIDRs, as installed.
     pub(crate) node_routes: BTreeMap<ipnet::IpNet, IpAddr>,
+    /// The node's own networks (start-up checks; refreshed on every sync).
+    pub(crate) node_networks: Vec<crate::ipam::sanity::NodeNetwork>,
+    /// Overlaps of pod ranges with the node's networks already logged.
+    pub(crate) reported_overlaps: std::collections::BTreeSet<String>,
 }
 
 /// The running agent.
@@ -295,9 +312,21 @@ impl Daemon {
     /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back; keep the
     /// node's addresses in the IPCache and re-read the masquerade exclusions.
     pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
+        let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
         state.snapshot = Arc::clone(&snapshot);
         state.ipam.observe_node(snapshot.own_node());
+        match networks {
+            Ok(networks) => state.node_networks = networks,
+            Err(error) => warn!(error = %chain(&error), "re-reading the node's networks"),
+        }
+        let st = &mut *state;
+        sanity::warn_new_overlaps(
+            self.config.ipam,
+            snapshot.own_node(),
+            &st.node_networks,
+            &mut st.reported_overlaps,
+        );
         startup::finish_restore(&mut state, &self.opts);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
         let own_ips: std::collections::BTreeSet<String> =

@@ -26,6 +26,7 @@ use crate::{
     ipam::{
         Family,
         manager::{Allocated, IpamError},
+        sanity::address_clash,
     },
     metrics::Outcome,
     store::{NodeStore, Snapshot, Store as _},
@@ -113,6 +114,9 @@ impl Daemon {
                 );
             }
         };
+        if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
+            return refused;
+        }
         match self.wire(&mut state, pod, &owner, &allocated).await {
             Ok(result) => {
                 drop(state);
@@ -126,6 +130,30 @@ impl Daemon {
                 response
             }
         }
+    }
+
+    /// An address inside one of the node's own networks (a pod range that overlaps them,
+    /// found after start-up) is never handed out: release the allocation and refuse the ADD.
+    fn refuse_clashes(
+        &self,
+        state: &mut State,
+        v: &str,
+        owner: &str,
+        allocated: &[Allocated],
+    ) -> Option<Response> {
+        let (ip, network) = allocated.iter().find_map(|a| {
+            address_clash(self.config.ipam, a.ip, &state.node_networks).map(|n| (a.ip, n.clone()))
+        })?;
+        for a in allocated {
+            state.ipam.release(a.ip, &a.pool);
+        }
+        Some(error(
+            v,
+            code::IPAM_FAILED,
+            format!("refusing address {ip} for {owner}: it overlaps {network}"),
+            "a pod range overlaps the node's own networks; pick pod CIDRs outside them (see the \
+             agent's log for the range and the fix)",
+        ))
     }
 
     /// Wire the pod and record it; on failure everything made here is undone.

@@ -6,7 +6,7 @@ use std::{net::IpAddr, path::Path, sync::Arc, time::Instant};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use super::{Daemon, DaemonError, DaemonOptions, Records, State};
+use super::{Daemon, DaemonError, DaemonOptions, Records, State, sanity};
 use crate::{
     cni::proto::Request,
     config::AgentConfig,
@@ -39,10 +39,13 @@ pub(super) async fn start(
     let per_node = resolve_node_config(&configs, &labels)?;
     let config = AgentConfig::resolve([&opts.config_file, &per_node, &opts.config_flags])?;
     info!(ipam = %config.ipam, default_pool = %config.default_pool, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, "configuration");
+    let records = Records::open(&opts.state_dir)?;
+    sanity::check_mode(&opts.state_dir, config.ipam, &records)?;
+    let node_networks = sanity::read_node_networks().await?;
+    sanity::check_overlaps(config.ipam, snapshot.own_node(), &node_networks)?;
     let net = super::netdev::setup(&mut datapath, &config).await?;
     let mut ipam = IpamManager::new(ipam_config(&config))?;
     ipam.observe_node(snapshot.own_node());
-    let records = Records::open(&opts.state_dir)?;
     let mut state = State {
         ipam,
         datapath,
@@ -54,6 +57,8 @@ pub(super) async fn start(
         local_ids: crate::identity::LocalAllocator::default(),
         remote_ipcache: std::collections::BTreeMap::new(),
         node_routes: std::collections::BTreeMap::new(),
+        node_networks,
+        reported_overlaps: std::collections::BTreeSet::new(),
     };
     state.unrestored = unrestored(&records, &mut state).await?;
     finish_restore(&mut state, &opts);

@@ -11,6 +11,7 @@ pub mod manager;
 pub mod mode;
 pub mod multipool;
 pub mod prealloc;
+pub mod sanity;
 pub mod selection;
 
 /// Address family.

@@ -1,15 +1,18 @@
 //! Read-only queries for the node's own addressing: the global addresses of a device (the
-//! masquerade addresses of a native device) and the device of the IPv4 default route (the
-//! native device when none is configured, as Cilium's device detection picks it).
+//! masquerade addresses of a native device), the device of the IPv4 default route (the
+//! native device when none is configured, as Cilium's device detection picks it), and every
+//! network the node sits on (global addresses with their prefixes, main-table routes), which
+//! the start-up checks keep pod CIDRs away from.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use futures::TryStreamExt;
+use ipnet::IpNet;
 use rtnetlink::{
-    RouteMessageBuilder,
+    Handle, RouteMessageBuilder,
     packet_route::{
         address::{AddressAttribute, AddressScope},
-        route::RouteAttribute,
+        route::{RouteAddress, RouteAttribute, RouteMessage, RouteType},
     },
 };
 
@@ -87,4 +90,117 @@ pub async fn default_route_device() -> Result<Option<String>, NetlinkError> {
             .ok()
             .map(|n| n.to_string_lossy().into_owned())
     }))
+}
+
+/// One network the node sits on, as the kernel lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostNetwork {
+    /// The network (host bits cleared).
+    pub cidr: IpNet,
+    /// The device it is on (the interface index when the name cannot be read).
+    pub device: String,
+    /// The node's address on it when it comes from an address; `None` for a route.
+    pub address: Option<IpAddr>,
+}
+
+/// Every global-scope address (as its network, e.g. `10.0.3.4/24` → `10.0.3.0/24`) and every
+/// unicast route of the main table except default routes, IPv4 and IPv6, on any device.
+///
+/// # Errors
+/// Fails if netlink does.
+pub async fn host_networks() -> Result<Vec<HostNetwork>, NetlinkError> {
+    let handle = connect()?;
+    let messages: Vec<_> = handle
+        .address()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|source| NetlinkError::GetAddress {
+            ifname: "*".to_owned(),
+            source,
+        })?;
+    let mut out = Vec::new();
+    for msg in messages {
+        if msg.header.scope != AddressScope::Universe {
+            continue;
+        }
+        let local = msg.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Local(ip) => Some(*ip),
+            _ => None,
+        });
+        let address = msg.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        });
+        let Some(ip) = local.or(address) else {
+            continue;
+        };
+        let Ok(cidr) = IpNet::new(ip, msg.header.prefix_len) else {
+            continue;
+        };
+        out.push(HostNetwork {
+            cidr: cidr.trunc(),
+            device: device_name(msg.header.index),
+            address: Some(ip),
+        });
+    }
+    let v4 = routes(&handle, RouteMessageBuilder::<Ipv4Addr>::new().build()).await?;
+    let v6 = routes(&handle, RouteMessageBuilder::<Ipv6Addr>::new().build()).await?;
+    out.extend(v4.into_iter().chain(v6));
+    Ok(out)
+}
+
+async fn routes(handle: &Handle, query: RouteMessage) -> Result<Vec<HostNetwork>, NetlinkError> {
+    let messages: Vec<_> = handle
+        .route()
+        .get(query)
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|source| NetlinkError::GetRoute { source })?;
+    let mut out = Vec::new();
+    for msg in messages {
+        let table = msg
+            .attributes
+            .iter()
+            .find_map(|a| match a {
+                RouteAttribute::Table(t) => Some(*t),
+                _ => None,
+            })
+            .unwrap_or(u32::from(msg.header.table));
+        let prefix = msg.header.destination_prefix_length;
+        if table != u32::from(RT_TABLE_MAIN) || msg.header.kind != RouteType::Unicast || prefix == 0
+        {
+            continue;
+        }
+        let dst = msg.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Destination(RouteAddress::Inet(ip)) => Some(IpAddr::V4(*ip)),
+            RouteAttribute::Destination(RouteAddress::Inet6(ip)) => Some(IpAddr::V6(*ip)),
+            _ => None,
+        });
+        let oif = msg.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Oif(index) => Some(*index),
+            _ => None,
+        });
+        let (Some(dst), Some(oif)) = (dst, oif) else {
+            continue;
+        };
+        let Ok(cidr) = IpNet::new(dst, prefix) else {
+            continue;
+        };
+        out.push(HostNetwork {
+            cidr: cidr.trunc(),
+            device: device_name(oif),
+            address: None,
+        });
+    }
+    Ok(out)
+}
+
+fn device_name(index: u32) -> String {
+    nix::net::if_::if_indextoname(index).map_or_else(
+        |_| format!("if{index}"),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }

@@ -33,7 +33,7 @@ use rtnetlink::{
 };
 
 pub use self::{
-    addrs::{default_route_device, device_addresses},
+    addrs::{HostNetwork, default_route_device, device_addresses, host_networks},
     node_routes::{delete_node_route, replace_node_route},
 };
 use super::netns::{self, NetNsError};
@@ -172,7 +172,7 @@ pub enum NetlinkError {
         source: rtnetlink::Error,
     },
     /// Listing the routing table failed.
-    #[error("cannot list the IPv4 routes")]
+    #[error("cannot list the routing table")]
     GetRoute {
         /// The underlying error.
         #[source]

@@ -153,10 +153,19 @@ pub fn read_value(path: &Path) -> Result<Value, StoreError> {
         path: path.to_path_buf(),
         source,
     })?;
+    parse_text(path, &text)
+}
+
+/// Parse the text of the document at `path` (JSON or YAML by its extension) as a generic
+/// document; the pure half of [`read_value`].
+///
+/// # Errors
+/// The text is not valid YAML/JSON.
+pub fn parse_text(path: &Path, text: &str) -> Result<Value, StoreError> {
     let parsed: Result<Value, String> = if is_json(path) {
-        serde_json::from_str(&text).map_err(|e| e.to_string())
+        serde_json::from_str(text).map_err(|e| e.to_string())
     } else {
-        serde_norway::from_str(&text).map_err(|e| e.to_string())
+        serde_norway::from_str(text).map_err(|e| e.to_string())
     };
     parsed.map_err(|reason| StoreError::Parse {
         path: path.to_path_buf(),
@@ -186,44 +195,53 @@ const YAML11_AMBIGUOUS: [&str; 26] = [
 fn yaml_text(value: &Value) -> Result<String, serde_norway::Error> {
     // Swap the ambiguous strings (values and keys) for unique plain placeholders, emit, then
     // put them back single-quoted: a quoted scalar is valid wherever a plain one is.
+    // The placeholders must not occur in the document itself, or its own text would be
+    // replaced too (found by fuzzing: a label value "weft-yaml11-quoted-000000").
+    let json = value.to_string();
+    let mut prefix = String::from("weft-yaml11-quoted-");
+    while json.contains(prefix.as_str()) {
+        prefix.insert(0, 'x');
+    }
     let mut quoted = Vec::new();
-    let masked = mask(value, &mut quoted);
+    let masked = mask(value, &prefix, &mut quoted);
     let mut text = serde_norway::to_string(&masked)?;
     for (i, original) in quoted.iter().enumerate().rev() {
         text = text.replace(
-            &placeholder(i),
+            &placeholder(&prefix, i),
             &format!("'{}'", original.replace('\'', "''")),
         );
     }
     Ok(text)
 }
 
-fn placeholder(i: usize) -> String {
-    format!("weft-yaml11-quoted-{i:06}")
+fn placeholder(prefix: &str, i: usize) -> String {
+    format!("{prefix}{i:06}")
 }
 
-fn mask(value: &Value, quoted: &mut Vec<String>) -> Value {
+fn mask(value: &Value, prefix: &str, quoted: &mut Vec<String>) -> Value {
     let mut swap = |s: &str| {
         if YAML11_AMBIGUOUS.contains(&s) {
             quoted.push(s.to_owned());
-            placeholder(quoted.len() - 1)
+            placeholder(prefix, quoted.len() - 1)
         } else {
             s.to_owned()
         }
     };
     match value {
         Value::String(s) => Value::String(swap(s)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| mask(v, quoted)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| mask(v, prefix, quoted)).collect())
+        }
         Value::Object(map) => {
             let mut out = serde_json::Map::new();
             for (k, v) in map {
                 let key = if YAML11_AMBIGUOUS.contains(&k.as_str()) {
                     quoted.push(k.clone());
-                    placeholder(quoted.len() - 1)
+                    placeholder(prefix, quoted.len() - 1)
                 } else {
                     k.clone()
                 };
-                out.insert(key, mask(v, quoted));
+                out.insert(key, mask(v, prefix, quoted));
             }
             Value::Object(out)
         }
@@ -240,13 +258,23 @@ pub fn write_atomic(path: &Path, value: &Value) -> Result<(), StoreError> {
         path: path.to_path_buf(),
         source,
     };
+    let text = render_text(path, value).map_err(io)?;
+    crate::fsutil::write_atomic(path, text.as_bytes(), true).map_err(io)
+}
+
+/// The text [`write_atomic`] stores for `value` at `path` (pretty JSON, or YAML that YAML 1.1
+/// readers read back the same), ending in a newline.
+///
+/// # Errors
+/// The value cannot be serialised.
+pub fn render_text(path: &Path, value: &Value) -> Result<String, std::io::Error> {
     let mut text = if is_json(path) {
-        serde_json::to_string_pretty(value).map_err(|e| io(e.into()))?
+        serde_json::to_string_pretty(value)?
     } else {
-        yaml_text(value).map_err(|e| io(std::io::Error::other(e)))?
+        yaml_text(value).map_err(std::io::Error::other)?
     };
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    crate::fsutil::write_atomic(path, text.as_bytes(), true).map_err(io)
+    Ok(text)
 }
