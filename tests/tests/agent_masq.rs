@@ -95,11 +95,13 @@ fn assert_maps_programmed(agent: &Agent, web: &Pod) {
         Some(1.into()),
         "CiliumNode address is host"
     );
-    assert_eq!(
-        identity(&format!("{}/32", web.v4)),
-        Some(5.into()),
-        "pod: its identity"
-    );
+    // The pod starts at `init` (5) and gets its label set's identity (≥ 256) once resolved.
+    wait_for("the pod's identity in the IPCache", || {
+        let rows = bpf_list(agent, "ipcache");
+        row(&rows, "prefix", &format!("{}/32", web.v4))
+            .and_then(|r| r["identity"].as_u64())
+            .is_some_and(|id| id >= 256)
+    });
 
     let netdevs = bpf_list(agent, "netdev");
     let dev = row(&netdevs, "ifname", NODE_DEV).expect("wnode listed");
