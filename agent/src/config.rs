@@ -10,7 +10,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored).
-pub const KEYS: [&str; 24] = [
+pub const KEYS: [&str; 33] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -35,6 +35,15 @@ pub const KEYS: [&str; 24] = [
     "read-cni-conf",
     "auto-direct-node-routes",
     "cluster-name",
+    "eni-first-interface-index",
+    "eni-subnet-ids",
+    "eni-subnet-tags",
+    "eni-security-groups",
+    "eni-security-group-tags",
+    "eni-exclude-interface-tags",
+    "eni-use-primary-address",
+    "eni-disable-prefix-delegation",
+    "eni-delete-on-termination",
 ];
 
 /// Cilium's `ip-masq-agent-config-path` default.
@@ -102,8 +111,10 @@ pub struct NodeSeedConfig {
     pub static_ip_tags: BTreeMap<String, String>,
     /// `azure-interface-name`.
     pub azure_interface_name: String,
-    /// `read-cni-conf`: a custom CNI configuration whose `ipam`/`azure` values win.
+    /// `read-cni-conf`: a custom CNI configuration whose `ipam`/`eni`/`azure` values win.
     pub read_cni_conf: Option<PathBuf>,
+    /// `spec.eni` from the `eni-*` keys (eni mode).
+    pub eni: crate::crd::eni::EniSpec,
 }
 
 impl Default for NodeSeedConfig {
@@ -116,6 +127,13 @@ impl Default for NodeSeedConfig {
             static_ip_tags: BTreeMap::new(),
             azure_interface_name: String::new(),
             read_cni_conf: None,
+            eni: crate::crd::eni::EniSpec {
+                first_interface_index: Some(0),
+                delete_on_termination: Some(true),
+                use_primary_address: Some(false),
+                disable_prefix_delegation: Some(false),
+                ..crate::crd::eni::EniSpec::default()
+            },
         }
     }
 }
@@ -313,6 +331,41 @@ fn seed_key(seed: &mut NodeSeedConfig, key: &str, value: &str) -> Result<(), Con
         "read-cni-conf" => {
             seed.read_cni_conf = (!value.is_empty()).then(|| PathBuf::from(value));
         }
+        _ => eni_key(&mut seed.eni, key, value)?,
+    }
+    Ok(())
+}
+
+/// The `eni-*` keys Cilium's agent copies into `spec.eni` (spec §6.4).
+fn eni_key(eni: &mut crate::crd::eni::EniSpec, key: &str, value: &str) -> Result<(), ConfigError> {
+    let bad = |expected: &str| ConfigError {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    };
+    let list = || -> Vec<String> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let tags = || parse_tags(value).ok_or_else(|| bad("comma-separated key=value pairs"));
+    let flag = || parse_bool(value).ok_or_else(|| bad("true or false"));
+    match key {
+        "eni-first-interface-index" => {
+            eni.first_interface_index =
+                Some(value.parse().map_err(|_| bad("a non-negative integer"))?);
+        }
+        "eni-subnet-ids" => eni.subnet_ids = list(),
+        "eni-subnet-tags" => eni.subnet_tags = tags()?,
+        "eni-security-groups" => eni.security_groups = list(),
+        "eni-security-group-tags" => eni.security_group_tags = tags()?,
+        "eni-exclude-interface-tags" => eni.exclude_interface_tags = tags()?,
+        "eni-use-primary-address" => eni.use_primary_address = Some(flag()?),
+        "eni-disable-prefix-delegation" => eni.disable_prefix_delegation = Some(flag()?),
+        "eni-delete-on-termination" => eni.delete_on_termination = Some(flag()?),
         _ => {}
     }
     Ok(())
@@ -417,6 +470,20 @@ mod tests {
         assert_eq!(c.node_seed.static_ip_tags["env"], "prod");
         assert_eq!(c.node_seed.azure_interface_name, "eth1");
         assert!(AgentConfig::default().node_seed.auto_create);
+        let c = AgentConfig::resolve([&layer(&[
+            ("eni-subnet-ids", "subnet-a, subnet-b"),
+            ("eni-subnet-tags", "tier=pods"),
+            ("eni-first-interface-index", "1"),
+            ("eni-delete-on-termination", "false"),
+        ])])
+        .expect("valid");
+        assert_eq!(c.node_seed.eni.subnet_ids, ["subnet-a", "subnet-b"]);
+        assert_eq!(c.node_seed.eni.subnet_tags["tier"], "pods");
+        assert_eq!(c.node_seed.eni.first_interface_index, Some(1));
+        assert_eq!(c.node_seed.eni.delete_on_termination, Some(false));
+        let e = AgentConfig::resolve([&layer(&[("eni-use-primary-address", "sure")])])
+            .expect_err("bad");
+        assert!(e.to_string().contains("eni-use-primary-address"), "{e}");
         let e =
             AgentConfig::resolve([&layer(&[("ipam-static-ip-tags", "oops")])]).expect_err("bad");
         assert!(e.to_string().contains("key=value"), "{e}");

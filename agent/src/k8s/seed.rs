@@ -25,6 +25,9 @@ pub struct CustomCniConf {
     /// `azure` overrides.
     #[serde(default)]
     pub azure: CustomAzure,
+    /// `eni` overrides (present: the configuration has an `eni` section).
+    #[serde(default)]
+    pub eni: Option<crate::crd::eni::EniSpec>,
 }
 
 /// `ipam` in a custom CNI configuration.
@@ -64,6 +67,8 @@ pub struct Seed {
     pub ipam: Map<String, Value>,
     /// `spec.azure.interface-name`.
     pub azure_interface: Option<String>,
+    /// `spec.eni` fields to set (eni mode).
+    pub eni: Map<String, Value>,
 }
 
 /// Why a node cannot be seeded.
@@ -126,6 +131,9 @@ pub fn seed(
         let interface = first_non_empty(&custom.azure.interface_name, &config.azure_interface_name);
         out.azure_interface = (!interface.is_empty()).then(|| interface.to_owned());
     }
+    if mode == IpamMode::Eni {
+        out.eni = eni_seed(&config.eni, custom.eni.as_ref(), &provider);
+    }
     let cloud = matches!(
         mode,
         IpamMode::Crd | IpamMode::Eni | IpamMode::Azure | IpamMode::AlibabaCloud
@@ -161,6 +169,59 @@ pub fn seed(
         out.ipam.insert("podCIDRs".to_owned(), json!(text));
     }
     Ok(out)
+}
+
+/// `spec.eni` from the `eni-*` keys, overridden by the custom configuration's non-empty values
+/// (its `delete-on-termination` is copied even when unset, Cilium's quirk), and the availability
+/// zone from an `aws:///<zone>/<id>` provider ID.
+fn eni_seed(
+    config: &crate::crd::eni::EniSpec,
+    custom: Option<&crate::crd::eni::EniSpec>,
+    provider: &str,
+) -> Map<String, Value> {
+    let mut eni = config.clone();
+    if let Some(c) = custom {
+        if c.first_interface_index.is_some_and(|i| i != 0) {
+            eni.first_interface_index = c.first_interface_index;
+        }
+        for (mine, theirs) in [
+            (&mut eni.security_groups, &c.security_groups),
+            (&mut eni.subnet_ids, &c.subnet_ids),
+        ] {
+            if !theirs.is_empty() {
+                mine.clone_from(theirs);
+            }
+        }
+        for (mine, theirs) in [
+            (&mut eni.security_group_tags, &c.security_group_tags),
+            (&mut eni.subnet_tags, &c.subnet_tags),
+            (&mut eni.exclude_interface_tags, &c.exclude_interface_tags),
+        ] {
+            if !theirs.is_empty() {
+                mine.clone_from(theirs);
+            }
+        }
+        if !c.vpc_id.is_empty() {
+            eni.vpc_id.clone_from(&c.vpc_id);
+        }
+        if c.use_primary_address.is_some() {
+            eni.use_primary_address = c.use_primary_address;
+        }
+        if c.disable_prefix_delegation.is_some() {
+            eni.disable_prefix_delegation = c.disable_prefix_delegation;
+        }
+        eni.delete_on_termination = c.delete_on_termination;
+    }
+    if eni.availability_zone.is_empty()
+        && let Some(rest) = provider.strip_prefix("aws:///")
+        && let Some((zone, _)) = rest.split_once('/')
+    {
+        zone.clone_into(&mut eni.availability_zone);
+    }
+    match serde_json::to_value(&eni) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
 }
 
 fn non_zero(custom: u32, config: u32) -> u32 {
@@ -260,6 +321,15 @@ pub fn apply(doc: &mut Value, seed: &Seed) -> bool {
             ipam.insert(k.clone(), v.clone());
         }
     }
+    if !seed.eni.is_empty() {
+        let eni = object(spec.entry("eni").or_insert_with(|| json!({})));
+        for (k, v) in &seed.eni {
+            eni.insert(k.clone(), v.clone());
+        }
+        if seed.eni.get("delete-on-termination").is_none() {
+            eni.remove("delete-on-termination");
+        }
+    }
     if let Some(name) = &seed.azure_interface {
         let azure = object(spec.entry("azure").or_insert_with(|| json!({})));
         azure.insert("interface-name".to_owned(), json!(name));
@@ -322,6 +392,7 @@ mod tests {
             azure: CustomAzure {
                 interface_name: "eth1".into(),
             },
+            eni: None,
         };
         let s = seed(&n, IpamMode::Azure, &config, &custom).expect("seed");
         assert_eq!(s.ipam["min-allocate"], 10);
@@ -330,6 +401,43 @@ mod tests {
         assert_eq!(s.ipam["static-ip-tags"], json!({"t": "v"}));
         assert_eq!(s.azure_interface.as_deref(), Some("eth1"));
         assert_eq!(s.instance_id.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn eni_seed_from_keys_custom_conf_and_provider_id() {
+        let n = node(&json!({"metadata": {"name": "n1"},
+            "spec": {"providerID": "aws:///eu-west-1a/i-0abc"}}));
+        let mut config = NodeSeedConfig::default();
+        config.eni.subnet_ids = vec!["subnet-1".into()];
+        config.eni.first_interface_index = Some(1);
+        let s = seed(&n, IpamMode::Eni, &config, &CustomCniConf::default()).expect("seed");
+        assert_eq!(s.eni["subnet-ids"], json!(["subnet-1"]));
+        assert_eq!(s.eni["first-interface-index"], 1);
+        assert_eq!(s.eni["delete-on-termination"], true);
+        assert_eq!(s.eni["availability-zone"], "eu-west-1a");
+        // A custom configuration wins where set, and its unset delete-on-termination clears
+        // the key (Cilium copies it unconditionally).
+        let custom: CustomCniConf = serde_json::from_value(
+            json!({"eni": {"subnet-ids": ["subnet-9"], "first-interface-index": 2}}),
+        )
+        .expect("custom conf");
+        let s = seed(&n, IpamMode::Eni, &config, &custom).expect("seed");
+        assert_eq!(s.eni["subnet-ids"], json!(["subnet-9"]));
+        assert_eq!(s.eni["first-interface-index"], 2);
+        assert!(s.eni.get("delete-on-termination").is_none());
+        let mut doc = json!({"metadata": {"name": "n1"}, "spec": {"eni": {"delete-on-termination": true, "vpc-id": "vpc-1"}}});
+        assert!(apply(&mut doc, &s));
+        assert!(doc["spec"]["eni"].get("delete-on-termination").is_none());
+        assert_eq!(
+            doc["spec"]["eni"]["vpc-id"], "vpc-1",
+            "unseeded fields stay"
+        );
+        assert!(
+            seed(&n, IpamMode::MultiPool, &config, &custom)
+                .expect("seed")
+                .eni
+                .is_empty()
+        );
     }
 
     #[test]
