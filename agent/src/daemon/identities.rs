@@ -77,7 +77,13 @@ async fn pass(
     }
     if let Some(publisher) = publisher {
         let node_ip = own_ips(daemon, &snapshot).await;
-        let first = node_ip.iter().next().cloned().unwrap_or_default();
+        // The address other nodes reach this one at: the CiliumNode's first announced address
+        // (the Node's InternalIP), else any of the node's addresses.
+        let first = snapshot
+            .own_node()
+            .and_then(|n| super::remote::node_ips(n).first().map(ToString::to_string))
+            .or_else(|| node_ip.iter().next().cloned())
+            .unwrap_or_default();
         for ep in &endpoints {
             let id = resolved[&(ep.namespace.clone(), ep.name.clone())];
             publisher.publish(ep, id, &first, &snapshot).await?;
