@@ -4,6 +4,7 @@
 
 use std::{
     io::Write as _,
+    os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -336,7 +337,32 @@ fn strip_ansi(text: &str) -> String {
 /// Run `weft-cni` with exactly `env` and `stdin`.
 #[must_use]
 pub fn cni_call(env: &[(&str, &str)], stdin: &str) -> CniCall {
-    let mut child = Command::new(bin_path("weft-cni"))
+    run_cni(Command::new(bin_path("weft-cni")), env, stdin)
+}
+
+/// Run `weft-cni` as user and group `uid` (util-linux `setpriv`), otherwise as [`cni_call`].
+/// The plugin runs from a world-readable copy in the temp dir, so the target dir's
+/// permissions do not matter.
+#[must_use]
+pub fn cni_call_as(uid: u32, env: &[(&str, &str)], stdin: &str) -> CniCall {
+    let copy = std::env::temp_dir().join(unique("weft-cni-"));
+    std::fs::copy(bin_path("weft-cni"), &copy).expect("copy weft-cni");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".to_owned(),
+        "--".to_owned(),
+    ])
+    .arg(&copy);
+    let call = run_cni(cmd, env, stdin);
+    let _ = std::fs::remove_file(&copy);
+    call
+}
+
+fn run_cni(mut cmd: Command, env: &[(&str, &str)], stdin: &str) -> CniCall {
+    let mut child = cmd
         .env_clear()
         .envs(env.iter().copied())
         .stdin(Stdio::piped())

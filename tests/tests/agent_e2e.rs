@@ -15,7 +15,7 @@ use ipnet::IpNet;
 use serde_json::Value;
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
-    agent::{Agent, CniCall, example_store},
+    agent::{Agent, CniCall, cni_call_as, example_store},
     require_root,
 };
 
@@ -344,6 +344,7 @@ fn cni_contract_against_a_live_agent() {
         ("default", "gone"),
     );
     assert_eq!(gone.stdout["code"], 3, "{}", gone.stdout);
+    refuses_namespaces_and_users_that_are_not_pods(&agent, &netns_a);
     let del_b = agent.cni(
         "DEL",
         &b.id,
@@ -383,6 +384,54 @@ fn cni_contract_against_a_live_agent() {
     assert!(
         std::fs::read_dir(&agent.delete_queue).map_or(0, Iterator::count) == 0,
         "queue drained"
+    );
+}
+
+/// The agent refuses a namespace path that is its own (host) network namespace or not a
+/// namespace at all, before allocating anything (the caller checks that nothing was taken),
+/// and serves only its own user even when the socket file is opened up.
+fn refuses_namespaces_and_users_that_are_not_pods(agent: &Agent, netns_a: &str) {
+    let own = format!(
+        "/proc/{}/task/{}/ns/net",
+        std::process::id(),
+        nix::unistd::gettid()
+    );
+    let fake = std::path::Path::new("/var/run/netns").join(weft_tests::unique("weft-fake-"));
+    std::fs::write(&fake, "").expect("fake netns file");
+    for (netns, says) in [
+        (own.as_str(), "agent's own network namespace"),
+        (&*fake.to_string_lossy(), "is not a namespace file"),
+    ] {
+        let refused = agent.cni("ADD", "ctr-evil", netns, ("default", "evil"));
+        assert_eq!(refused.stdout["code"], 4, "{netns}: {}", refused.stdout);
+        assert!(
+            refused.stdout["details"]
+                .as_str()
+                .is_some_and(|d| d.contains(says)),
+            "{netns}: {}",
+            refused.stdout
+        );
+    }
+    std::fs::remove_file(&fake).expect("remove fake netns file");
+
+    // Only the agent's user is served, even when the socket file is opened up.
+    std::fs::set_permissions(
+        &agent.socket,
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .expect("chmod socket");
+    let env = [
+        ("CNI_COMMAND", "ADD"),
+        ("CNI_CONTAINERID", "ctr-nobody"),
+        ("CNI_NETNS", netns_a),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_ARGS", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=nobody"),
+    ];
+    let nobody = cni_call_as(65534, &env, &agent.netconf("1.0.0"));
+    assert_eq!(
+        nobody.stdout["msg"], "the agent only serves its own user",
+        "{}",
+        nobody.stdout
     );
 }
 

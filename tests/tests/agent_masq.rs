@@ -3,7 +3,9 @@
 //! a default-pool pod reaches the external host as the node, a pod of the `mars` pool
 //! (annotated `skip-masquerade`) with its own address; `weft-agent bpf ipcache|masq|nat|netdev
 //! list` show what the agent programmed; an invalid edit of the ip-masq-agent file is reported
-//! with file and line and changes nothing, a valid one is applied without a restart.
+//! with file and line and changes nothing, a valid one is applied without a restart; another
+//! node's CiliumNode document puts its address and pod CIDR into the IPCache (and takes them
+//! out again when it goes), so traffic to that CIDR keeps the pod address.
 
 use std::{
     net::IpAddr,
@@ -215,4 +217,57 @@ fn agent_masquerades_per_pool_and_follows_the_ip_masq_agent_file() {
         web.v4,
         "excluded destination: pod address"
     );
+
+    other_nodes_are_cluster_destinations(&agent, &ext, &web, &file);
+}
+
+/// Without Kubernetes, other nodes come from other CiliumNode documents in the store: their
+/// addresses are `remote-node`, their pod CIDRs cluster addresses (`init`, tunnel endpoint =
+/// the node), so traffic to them keeps the pod address. Here node2 claims the external link's
+/// /24 as pod CIDR; the ip-masq-agent exclusions go first so only the IPCache decides.
+fn other_nodes_are_cluster_destinations(
+    agent: &Agent,
+    ext: &External,
+    web: &Pod,
+    file: &std::path::Path,
+) {
+    std::fs::write(file, "nonMasqueradeCIDRs: []\nmasqLinkLocal: true\n").expect("write");
+    wait_for("no IPv4 exclusions", || {
+        let cidrs: Vec<Value> = bpf_list(agent, "masq")
+            .iter()
+            .map(|r| r["cidr"].clone())
+            .collect();
+        cidrs == [Value::from("fe80::/10")]
+    });
+    assert_eq!(ext.tcp_peer(&web.netns.path(), 7203), IpAddr::V4(NODE_IP));
+    agent.put_doc(
+        "ciliumnodes/node2.yaml",
+        "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node2\nspec:\n  \
+         addresses:\n  - type: InternalIP\n    ip: 192.0.2.20\n  ipam:\n    podCIDRs:\n    \
+         - 44.77.0.0/24\n",
+    );
+    let remote = |rows: &[Value]| {
+        let node = row(rows, "prefix", "192.0.2.20/32").map(|r| r["identity"].clone());
+        let pods = row(rows, "prefix", "44.77.0.0/24")
+            .map(|r| (r["identity"].clone(), r["tunnel_endpoint"].clone()));
+        (node, pods)
+    };
+    wait_for("node2 in the IPCache", || {
+        remote(&bpf_list(agent, "ipcache")).0.is_some()
+    });
+    assert_eq!(
+        remote(&bpf_list(agent, "ipcache")),
+        (Some(6.into()), Some((5.into(), Value::from("192.0.2.20"))))
+    );
+    assert_eq!(
+        ext.tcp_peer(&web.netns.path(), 7204),
+        web.v4,
+        "another node's pod CIDR: pod address"
+    );
+    // node2 leaves: its entries go, and the same destination is the world again.
+    std::fs::remove_file(agent.store.join("ciliumnodes/node2.yaml")).expect("remove node2");
+    wait_for("node2 gone from the IPCache", || {
+        remote(&bpf_list(agent, "ipcache")) == (None, None)
+    });
+    assert_eq!(ext.tcp_peer(&web.netns.path(), 7205), IpAddr::V4(NODE_IP));
 }

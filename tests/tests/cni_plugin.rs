@@ -107,7 +107,7 @@ fn unknown_version_is_incompatible() {
             ("CNI_COMMAND", "ADD"),
             ("CNI_CONTAINERID", "c1"),
             ("CNI_IFNAME", "eth0"),
-            ("CNI_NETNS", "/x"),
+            ("CNI_NETNS", "/var/run/netns/x"),
         ],
         &conf("9.9.9", &sock, &queue),
     );
@@ -124,33 +124,45 @@ fn unknown_version_is_incompatible() {
 fn missing_or_invalid_environment_is_code_4() {
     let (sock, queue) = dirs();
     let c = conf("1.0.0", &sock, &queue);
-    let cases: [&[(&str, &str)]; 5] = [
+    let cases: [&[(&str, &str)]; 7] = [
         &[
             ("CNI_CONTAINERID", "c1"),
             ("CNI_IFNAME", "eth0"),
-            ("CNI_NETNS", "/x"),
+            ("CNI_NETNS", "/var/run/netns/x"),
         ],
         &[
             ("CNI_COMMAND", "ADD"),
             ("CNI_IFNAME", "eth0"),
-            ("CNI_NETNS", "/x"),
+            ("CNI_NETNS", "/var/run/netns/x"),
         ],
         &[
             ("CNI_COMMAND", "ADD"),
             ("CNI_CONTAINERID", "-bad"),
             ("CNI_IFNAME", "eth0"),
-            ("CNI_NETNS", "/x"),
+            ("CNI_NETNS", "/var/run/netns/x"),
         ],
         &[
             ("CNI_COMMAND", "ADD"),
             ("CNI_CONTAINERID", "c1"),
             ("CNI_IFNAME", "way-too-long-name"),
-            ("CNI_NETNS", "/x"),
+            ("CNI_NETNS", "/var/run/netns/x"),
         ],
         &[
             ("CNI_COMMAND", "ADD"),
             ("CNI_CONTAINERID", "c1"),
             ("CNI_IFNAME", "eth0"),
+        ],
+        &[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_NETNS", "/etc/passwd"),
+        ],
+        &[
+            ("CNI_COMMAND", "CHECK"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_NETNS", "/var/run/netns/../../proc/1/ns/net"),
         ],
     ];
     for env in cases {
@@ -173,7 +185,7 @@ fn agent_down_add_says_try_again_and_del_is_queued() {
         ("CNI_COMMAND", "ADD"),
         ("CNI_CONTAINERID", "c1"),
         ("CNI_IFNAME", "eth0"),
-        ("CNI_NETNS", "/x"),
+        ("CNI_NETNS", "/var/run/netns/x"),
         ("CNI_ARGS", "K8S_POD_NAMESPACE=default;K8S_POD_NAME=a"),
     ];
     let call = cni(&env, &c);

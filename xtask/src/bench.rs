@@ -32,7 +32,9 @@ pub enum BenchTarget {
     /// (`weft-tests` binary `bench-ipam`).
     Ipam,
     /// Per-packet cost of masquerading (`to_netdev`, `from_netdev`) under
-    /// `BPF_PROG_TEST_RUN` against an empty program (`weft-tests` binary `bench-masq`).
+    /// `BPF_PROG_TEST_RUN` against an empty program, and pod → external host latency and
+    /// throughput through weft's SNAT against the bridge plugin's `ipMasq` (`weft-tests`
+    /// binary `bench-masq`).
     Masq,
     /// `ctr run --cni --rm … true` round trips on Debian's containerd through weft against
     /// the bridge plugin (`weft-tests` binary `bench-runtime`).

@@ -15,8 +15,8 @@ use std::{
 use super::{
     proto::{DEFAULT_DELETE_QUEUE, DEFAULT_SOCKET, PodRequest, Request, Response},
     types::{
-        CniError, NetConf, SUPPORTED_VERSIONS, code, parse_cni_args, valid_container_id,
-        valid_ifname,
+        CniError, NetConf, SUPPORTED_VERSIONS, allowed_netns_path, code, netns_refused,
+        parse_cni_args, valid_container_id, valid_ifname,
     },
 };
 
@@ -242,6 +242,9 @@ fn pod_request<S: std::hash::BuildHasher>(
             "CNI_NETNS is not set",
             "ADD and CHECK need the path of the container's network namespace",
         ));
+    }
+    if need_netns && !allowed_netns_path(&netns) {
+        return Err(netns_refused(v, &netns));
     }
     let args = parse_cni_args(&var("CNI_ARGS"));
     let arg = |k: &str| {

@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use super::{
     proto::{Request, Response},
-    types::{CniError, code, valid_container_id, valid_ifname},
+    types::{CniError, allowed_netns_path, code, netns_refused, valid_container_id, valid_ifname},
 };
 
 /// Longest request line the agent reads (a GC request lists every attachment of the node,
@@ -90,8 +90,26 @@ pub async fn serve<H: Handler>(listener: UnixListener, handler: Arc<H>) {
 }
 
 async fn answer<H: Handler>(stream: UnixStream, handler: &H) -> std::io::Result<()> {
+    // The socket file is 0600, but it exists with the umask's mode for a moment after bind
+    // and may sit in a directory others can reach: only the agent's own user is served.
+    let peer = stream.peer_cred()?;
+    let own = nix::unistd::geteuid().as_raw();
+    let refused = (peer.uid() != own).then(|| {
+        warn!(uid = peer.uid(), pid = ?peer.pid(), "refused a CNI connection from another user");
+        CniError::new(
+            "",
+            code::INVALID_ENV,
+            "the agent only serves its own user",
+            format!(
+                "connecting uid {} is not {own}; run the CNI plugin as root",
+                peer.uid()
+            ),
+        )
+    });
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
+    // A refused peer's request is still read (bounded as any other) so that it gets the
+    // answer instead of a reset connection.
     let decoded = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut reader))
         .await
         .unwrap_or_else(|_| {
@@ -102,7 +120,7 @@ async fn answer<H: Handler>(stream: UnixStream, handler: &H) -> std::io::Result<
                 format!("no complete request line within {REQUEST_TIMEOUT:?}"),
             ))
         });
-    let response = match decoded {
+    let response = match refused.map_or(decoded, Err) {
         Ok(request) => {
             debug!(?request, "CNI request");
             handler.handle(request).await
@@ -173,6 +191,13 @@ pub fn decode_request(line: &[u8]) -> Result<Request, CniError> {
                 ),
             ));
         }
+        let checks_netns = matches!(request, Request::Add(_) | Request::Check(_));
+        if checks_netns && !allowed_netns_path(&pod.netns.to_string_lossy()) {
+            return Err(netns_refused(
+                &pod.cni_version,
+                &pod.netns.to_string_lossy(),
+            ));
+        }
         if !valid_ifname(&pod.ifname) {
             return Err(CniError::new(
                 &pod.cni_version,
@@ -203,6 +228,9 @@ mod tests {
             ("container_id", ""),
             ("ifname", "a/b"),
             ("ifname", "sixteen-chars-xx"),
+            ("netns", "/etc/passwd"),
+            ("netns", "/var/run/netns/../../etc/passwd"),
+            ("netns", "/proc/self/ns/net"),
         ] {
             let mut doc = serde_json::json!({
                 "command": "add", "cni_version": "1.0.0", "container_id": "c1", "ifname": "eth0",

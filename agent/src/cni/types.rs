@@ -200,6 +200,53 @@ pub fn valid_ifname(name: &str) -> bool {
             .any(|c| c == '/' || c == ':' || c.is_whitespace())
 }
 
+/// Directories whose entries are network namespace bind mounts (iproute2, containerd's CRI,
+/// CRI-O, podman); `/var/run` is normally a link to `/run`, so both spellings are accepted.
+pub const NETNS_DIRS: [&str; 2] = ["/run/netns", "/var/run/netns"];
+
+/// Where a pod's network namespace may be: an entry directly inside one of [`NETNS_DIRS`], or
+/// a process's namespace, `/proc/<pid>/ns/net` or `/proc/<pid>/task/<tid>/ns/net` (`ctr run
+/// --cni`, cri-dockerd). Purely lexical: an absolute path without `.` or `..` components and
+/// with numeric ids (so `/proc/self` is refused). The agent also checks what the path opens.
+#[must_use]
+pub fn allowed_netns_path(path: &str) -> bool {
+    if !path.starts_with('/') || path.contains("//") || path.ends_with('/') {
+        return false;
+    }
+    let parts: Vec<&str> = path[1..].split('/').collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == "." || *p == "..")
+    {
+        return false;
+    }
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let in_netns_dir = |dir: &str| {
+        path.strip_prefix(dir)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|name| !name.contains('/'))
+    };
+    match parts.as_slice() {
+        ["proc", pid, "ns", "net"] => numeric(pid),
+        ["proc", pid, "task", tid, "ns", "net"] => numeric(pid) && numeric(tid),
+        _ => NETNS_DIRS.iter().any(|dir| in_netns_dir(dir)),
+    }
+}
+
+/// The error for a `CNI_NETNS` that [`allowed_netns_path`] refuses (code 4).
+#[must_use]
+pub fn netns_refused(version: &str, netns: &str) -> CniError {
+    CniError::new(
+        version,
+        code::INVALID_ENV,
+        "CNI_NETNS is not a network namespace path weft accepts",
+        format!(
+            "got {netns:?}; it must be an entry of {} or /proc/<pid>/ns/net (/proc/<pid>/task/<tid>/ns/net)",
+            NETNS_DIRS.join(" or ")
+        ),
+    )
+}
+
 /// `K8S_POD_NAMESPACE=a;K8S_POD_NAME=b` → pairs (empty or malformed items are skipped).
 #[must_use]
 pub fn parse_cni_args(args: &str) -> Vec<(String, String)> {
@@ -222,6 +269,39 @@ mod tests {
         assert!(valid_ifname("eth0"));
         for bad in ["", ".", "..", "a/b", "a:b", "a b", "sixteen-chars-xx"] {
             assert!(!valid_ifname(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn netns_paths_must_be_in_a_netns_dir_or_a_process() {
+        for good in [
+            "/var/run/netns/cni-1234",
+            "/run/netns/x",
+            "/proc/42/ns/net",
+            "/proc/42/task/43/ns/net",
+        ] {
+            assert!(allowed_netns_path(good), "{good}");
+        }
+        for bad in [
+            "",
+            "x",
+            "/x",
+            "/etc/passwd",
+            "/var/run/netns",
+            "/var/run/netns/",
+            "/var/run/netns/../../etc/passwd",
+            "/var/run/netns/a/b",
+            "/var/run/netns//x",
+            "/var/run/netns/./x",
+            "/var/run/netnsx/y",
+            "/proc/self/ns/net",
+            "/proc/thread-self/ns/net",
+            "/proc/1/ns/pid",
+            "/proc/1/ns/net/",
+            "/proc/1/root/var/run/netns/x",
+            "/proc/1/task/x/ns/net",
+        ] {
+            assert!(!allowed_netns_path(bad), "{bad}");
         }
     }
 

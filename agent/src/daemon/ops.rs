@@ -22,7 +22,10 @@ use crate::{
         types::{Attachment, CniError, CniResult, code},
     },
     crd::pool::CiliumPodIPPool,
-    datapath::{Datapath, DatapathError, PodSpec, host_ifname},
+    datapath::{
+        Datapath, DatapathError, PodSpec, host_ifname,
+        netns::{self, NetNsError},
+    },
     ipam::{
         Family,
         manager::{Allocated, IpamError},
@@ -74,13 +77,17 @@ impl Daemon {
                 );
             }
         }
-        if !pod.netns.exists() {
-            return error(
-                v,
-                code::UNKNOWN_CONTAINER,
-                format!("network namespace {} does not exist", pod.netns.display()),
-                "the sandbox is gone; the runtime should retry with a live one",
-            );
+        match netns::check_pod_netns(&pod.netns) {
+            Ok(()) => {}
+            Err(NetNsError::NotFound { .. }) => {
+                return error(
+                    v,
+                    code::UNKNOWN_CONTAINER,
+                    format!("network namespace {} does not exist", pod.netns.display()),
+                    "the sandbox is gone; the runtime should retry with a live one",
+                );
+            }
+            Err(e) => return error(v, code::INVALID_ENV, "CNI_NETNS refused", e.to_string()),
         }
         self.wait_for_pod(pod).await;
         let mut state = self.state.lock().await;

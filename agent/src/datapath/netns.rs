@@ -12,6 +12,7 @@ use std::{
     fs::File,
     io,
     marker::PhantomData,
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
 };
 
@@ -50,6 +51,18 @@ pub enum NetNsError {
         #[source]
         source: Errno,
     },
+    /// The path opens something other than a namespace file.
+    #[error("{} is not a namespace file (no nsfs bind mount or /proc/<pid>/ns/net): pass the pod sandbox's network namespace", path.display())]
+    NotNamespace {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The path is the agent's own (the host's) network namespace.
+    #[error("{} is the agent's own network namespace, not a pod's: wiring it would move host networking into a pod", path.display())]
+    HostNamespace {
+        /// The path given.
+        path: PathBuf,
+    },
     /// `setns` back into the original namespace failed; the thread is stranded.
     #[error("cannot return from network namespace {} to the thread's original one: this thread is now in the wrong namespace", path.display())]
     Restore {
@@ -78,6 +91,38 @@ pub fn open_netns(path: &Path) -> Result<File, NetNsError> {
             NetNsError::Open { path, source }
         }
     })
+}
+
+/// The agent's own network namespace (its process's, normally the host's).
+const PROCESS_NETNS: &str = "/proc/self/ns/net";
+
+/// Checks that `path` opens a namespace file other than the agent's own network namespace,
+/// so a request can neither point the agent at an arbitrary file nor at host networking.
+/// (That it is a *network* namespace is checked by `setns` when it is entered.)
+///
+/// # Errors
+/// [`NetNsError::NotFound`] / [`NetNsError::Open`] as [`open_netns`],
+/// [`NetNsError::NotNamespace`] or [`NetNsError::HostNamespace`].
+pub fn check_pod_netns(path: &Path) -> Result<(), NetNsError> {
+    let file = open_netns(path)?;
+    let open_error = |source: io::Error| NetNsError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let fs = nix::sys::statfs::fstatfs(&file).map_err(|e| open_error(e.into()))?;
+    if fs.filesystem_type() != nix::sys::statfs::NSFS_MAGIC {
+        return Err(NetNsError::NotNamespace {
+            path: path.to_path_buf(),
+        });
+    }
+    let own = std::fs::metadata(PROCESS_NETNS).map_err(open_error)?;
+    let given = file.metadata().map_err(open_error)?;
+    if (own.dev(), own.ino()) == (given.dev(), given.ino()) {
+        return Err(NetNsError::HostNamespace {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// While alive, the calling thread is inside another network namespace.
@@ -229,6 +274,22 @@ mod tests {
             err.to_string()
                 .contains("/var/run/netns/weft-does-not-exist")
         );
+    }
+
+    #[test]
+    fn pod_netns_must_be_a_namespace_other_than_the_agents() {
+        require_root();
+        let err = check_pod_netns(Path::new("/proc/self/status")).unwrap_err();
+        assert!(matches!(err, NetNsError::NotNamespace { .. }), "{err:?}");
+        let err = check_pod_netns(Path::new(PROCESS_NETNS)).unwrap_err();
+        assert!(matches!(err, NetNsError::HostNamespace { .. }), "{err:?}");
+        thread::spawn(|| {
+            nix::sched::unshare(CloneFlags::CLONE_NEWNET).unwrap();
+            let own = format!("/proc/self/task/{}/ns/net", nix::unistd::gettid());
+            check_pod_netns(Path::new(&own)).unwrap();
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

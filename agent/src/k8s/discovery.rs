@@ -6,10 +6,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use kube::{
-    Api, Client,
-    api::{DynamicObject, PostParams},
-};
+use kube::{Api, Client, api::PostParams};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
@@ -95,7 +92,10 @@ async fn attempt(
                 "spec": {},
             });
             seed::apply(&mut doc, &seed);
-            match api.create(&PostParams::default(), &object(doc)?).await {
+            match api
+                .create(&PostParams::default(), &Resource::CiliumNode.object(doc)?)
+                .await
+            {
                 Ok(_) => {
                     info!(node = node_name, "created CiliumNode");
                     Ok(Step::Done)
@@ -112,20 +112,17 @@ async fn attempt(
             if !seed::apply(&mut doc, &seed) {
                 return Ok(Step::Done);
             }
-            api.replace(node_name, &PostParams::default(), &object(doc)?)
-                .await
-                .map_err(|e| K8sError::from_api("update", "ciliumnodes", e))?;
+            api.replace(
+                node_name,
+                &PostParams::default(),
+                &Resource::CiliumNode.object(doc)?,
+            )
+            .await
+            .map_err(|e| K8sError::from_api("update", "ciliumnodes", e))?;
             info!(node = node_name, "seeded CiliumNode");
             Ok(Step::Done)
         }
     }
-}
-
-fn object(doc: Value) -> Result<DynamicObject, K8sError> {
-    serde_json::from_value(doc).map_err(|e| K8sError::Decode {
-        resource: "ciliumnodes".into(),
-        reason: e.to_string(),
-    })
 }
 
 fn read_custom(config: &NodeSeedConfig) -> Result<CustomCniConf, K8sError> {

@@ -145,9 +145,13 @@ impl EndpointPublisher {
                 return Ok(());
             }
             doc["status"] = status;
-            api.replace(&endpoint.name, &PostParams::default(), &dynamic(doc)?)
-                .await
-                .map_err(|e| K8sError::from_api("update", "ciliumendpoints", e))?;
+            api.replace(
+                &endpoint.name,
+                &PostParams::default(),
+                &Resource::CiliumEndpoint.object(doc)?,
+            )
+            .await
+            .map_err(|e| K8sError::from_api("update", "ciliumendpoints", e))?;
         } else {
             let mut meta = json!({"name": endpoint.name, "namespace": endpoint.namespace});
             if let Some(uid) = &endpoint.pod_uid {
@@ -159,7 +163,13 @@ impl EndpointPublisher {
                 "apiVersion": "cilium.io/v2", "kind": "CiliumEndpoint",
                 "metadata": meta, "status": status,
             });
-            match api.create(&PostParams::default(), &dynamic(doc)?).await {
+            match api
+                .create(
+                    &PostParams::default(),
+                    &Resource::CiliumEndpoint.object(doc)?,
+                )
+                .await
+            {
                 Ok(_) => {}
                 // Left by an earlier run and not yet in the watch: updated next round.
                 Err(kube::Error::Api(s)) if s.is_already_exists() => {}
@@ -226,18 +236,11 @@ fn identity_object(id: u32, labels: &SecurityLabels) -> Result<DynamicObject, K8
                 .then(|| (key.to_owned(), v.clone()))
         })
         .collect();
-    dynamic(json!({
+    Resource::CiliumIdentity.object(json!({
         "apiVersion": "cilium.io/v2", "kind": "CiliumIdentity",
         "metadata": {"name": id.to_string(), "labels": plain},
         "security-labels": labels,
     }))
-}
-
-fn dynamic(doc: Value) -> Result<DynamicObject, K8sError> {
-    serde_json::from_value(doc).map_err(|e| K8sError::Decode {
-        resource: "ciliumendpoints".into(),
-        reason: e.to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::K8sError;
+
 /// A resource weft reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Resource {
@@ -88,6 +90,17 @@ impl Resource {
     #[must_use]
     pub fn all(self, client: &Client) -> Api<DynamicObject> {
         Api::all_with(client.clone(), &self.api_resource())
+    }
+
+    /// A JSON document of this resource as the object kube sends.
+    ///
+    /// # Errors
+    /// [`K8sError::Decode`] if `doc` lacks the object's shape (no `metadata`).
+    pub fn object(self, doc: Value) -> Result<DynamicObject, K8sError> {
+        serde_json::from_value(doc).map_err(|e| K8sError::Decode {
+            resource: self.plural().to_owned(),
+            reason: e.to_string(),
+        })
     }
 
     /// `plural/[namespace/]name` of an object, for logs and problem reports.

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use kube::api::{DynamicObject, PostParams};
+use kube::api::PostParams;
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -101,13 +101,21 @@ async fn write_once(inner: &Inner, write: &NodeWrite, base: &str) -> Result<bool
         }
         let pp = PostParams::default();
         let answer = if status_changed {
-            api.replace_status(&inner.node_name, &pp, &object(status_doc)?)
-                .await
-                .map(|o| (o, "ciliumnodes/status"))
+            api.replace_status(
+                &inner.node_name,
+                &pp,
+                &Resource::CiliumNode.object(status_doc)?,
+            )
+            .await
+            .map(|o| (o, "ciliumnodes/status"))
         } else {
-            api.replace(&inner.node_name, &pp, &object(spec_doc)?)
-                .await
-                .map(|o| (o, "ciliumnodes"))
+            api.replace(
+                &inner.node_name,
+                &pp,
+                &Resource::CiliumNode.object(spec_doc)?,
+            )
+            .await
+            .map(|o| (o, "ciliumnodes"))
         };
         match answer {
             Ok((object, what)) => {
@@ -196,13 +204,6 @@ async fn get(inner: &Inner) -> Result<Value, K8sError> {
     let doc = to_json(&object);
     inner.remember(&doc);
     Ok(doc)
-}
-
-fn object(doc: Value) -> Result<DynamicObject, K8sError> {
-    serde_json::from_value(doc).map_err(|e| K8sError::Decode {
-        resource: "ciliumnodes".into(),
-        reason: e.to_string(),
-    })
 }
 
 #[cfg(test)]

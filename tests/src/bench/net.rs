@@ -1,7 +1,9 @@
-//! Pod-to-pod network benchmark: TCP and UDP round-trip latency (`qperf tcp_lat udp_lat`) and
-//! single-stream TCP throughput (`iperf3`) between two pods on one node, for a bare veth pair
-//! (the floor nothing same-host can beat), Debian's reference `bridge` CNI plugin and weft
-//! (eBPF `bpf_redirect_peer`). Each setup is built once, in its own private node namespace on
+//! Network benchmarks: TCP and UDP round-trip latency (`qperf tcp_lat udp_lat`) and
+//! single-stream TCP throughput (`iperf3`). [`run`]: between two pods on one node, for a bare
+//! veth pair (the floor nothing same-host can beat), Debian's reference `bridge` CNI plugin and
+//! weft (eBPF `bpf_redirect_peer`). [`run_masq`]: from a pod to an external host behind the
+//! node, masqueraded by the bridge plugin's iptables rule and by weft's `to_netdev`, with weft
+//! unmasqueraded as the floor. Each setup is built once, in its own private node namespace on
 //! its own thread, with pods in named namespaces; each round then runs every test on every
 //! setup (rotating which goes first), and the table shows medians across rounds and min-max.
 //! The root network namespace is never touched; every namespace, server process, CNI
@@ -9,7 +11,7 @@
 
 use std::{
     fs,
-    net::Ipv4Addr,
+    net::{IpAddr, Ipv4Addr},
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     sync::mpsc::{self, Receiver, Sender},
@@ -17,16 +19,24 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, bail};
+use agent_common::endpoint::ENDPOINT_F_NO_SNAT_V4;
+use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::{NamedNetNs, Node, ThreadNetNs, unique};
+use weft_agent::datapath::NetdevConfig;
+
+use crate::{
+    NamedNetNs, Node, ThreadNetNs,
+    external::{EXT_IP, External, NODE_DEV, NODE_IP},
+    unique,
+};
 
 const SETUP_HINT: &str = "run `cargo xtask setup`";
 const CNI_DIR: &str = "/usr/lib/cni";
 const QPERF_PORT: &str = "19765";
 const IPERF_PORT: &str = "5201";
-const SETUPS: [&str; 3] = ["veth floor", "bridge CNI", "weft"];
+/// Where the masquerade setups check which address the external host sees.
+const CHECK_PORT: u16 = 7300;
 const METRICS: [&str; 3] = ["tcp_lat (us)", "udp_lat (us)", "tcp stream (Gb/s)"];
 
 /// Options of the pod-to-pod benchmark.
@@ -52,39 +62,82 @@ impl Default for NetOptions {
 /// A missing tool (`qperf`, `iperf3`, the CNI plugins), a setup step or a measurement
 /// that fails; everything created so far is cleaned up first.
 pub fn run(opts: &NetOptions) -> Result<()> {
+    compare(
+        opts,
+        "pod-to-pod (same node)",
+        [
+            ("veth floor", veth_floor),
+            ("bridge CNI", bridge_cni),
+            ("weft", weft),
+        ],
+        "weft redirect_local counter",
+    )
+}
+
+/// Pod to an external host behind the node's native device, masqueraded to the node IP:
+/// Debian's `bridge` plugin with `ipMasq: true` (iptables MASQUERADE), weft's datapath with
+/// an endpoint that is not masqueraded (the routing floor of the same datapath), and weft's
+/// `to_netdev` SNAT. Each setup first checks what address the external host sees.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_masq(opts: &NetOptions) -> Result<()> {
+    compare(
+        opts,
+        "pod to external host through the node (SNAT to the node IP)",
+        [
+            ("bridge ipMasq", bridge_masq),
+            ("weft, no SNAT", weft_routed),
+            ("weft SNAT", weft_snat),
+        ],
+        "weft snat counter",
+    )
+}
+
+/// Build the three setups, measure them in rounds and print the table, with the last setup's
+/// ratios against the two others.
+fn compare(
+    opts: &NetOptions,
+    title: &str,
+    builds: [(&'static str, Build); 3],
+    counter: &str,
+) -> Result<()> {
     preflight()?;
     let (seconds, rounds) = (opts.seconds.max(1), opts.rounds.max(1));
+    let names = builds.map(|(name, _)| name);
     // On an early return these are dropped: each thread kills its servers, tears down.
     let setups = [
-        Setup::start(SETUPS[0], veth_floor)?,
-        Setup::start(SETUPS[1], bridge_cni)?,
-        Setup::start(SETUPS[2], weft)?,
+        Setup::start(builds[0].0, builds[0].1)?,
+        Setup::start(builds[1].0, builds[1].1)?,
+        Setup::start(builds[2].0, builds[2].1)?,
     ];
-    let t = seconds.to_string();
+    let secs = seconds.to_string();
     // samples[setup][metric], one value per round.
     let mut samples: [[Vec<f64>; 3]; 3] = Default::default();
-    for (round, first) in (1..=rounds).zip((0..SETUPS.len()).cycle()) {
-        eprintln!("bench net: round {round}/{rounds}, {} first", SETUPS[first]);
-        for s in [0, 1, 2].map(|k| (first + k) % SETUPS.len()) {
-            let values = setups[s].measure(&t).context(SETUPS[s])?;
+    for (round, first) in (1..=rounds).zip((0..names.len()).cycle()) {
+        eprintln!("bench net: round {round}/{rounds}, {} first", names[first]);
+        for s in [0, 1, 2].map(|k| (first + k) % names.len()) {
+            let values = setups[s].measure(&secs).context(names[s])?;
             for (m, value) in values.into_iter().enumerate() {
                 samples[s][m].push(value);
             }
         }
     }
-    let [floor, bridge, weft] = setups.map(|mut setup| setup.stop());
-    let redirects = (floor?, bridge?, weft?).2;
-    println!("pod-to-pod (same node), {rounds} rounds x {seconds} s per test, medians (min-max)");
-    let header = SETUPS.map(|name| format!("{name:<21}")).concat();
-    println!("{:<19}{header}{:<12}weft/bridge", "metric", "weft/floor");
+    let [first, second, ours] = setups.map(|mut setup| setup.stop());
+    let delta = (first?, second?, ours?).2;
+    println!("{title}, {rounds} rounds x {seconds} s per test, medians (min-max)");
+    let header = names.map(|name| format!("{name:<21}")).concat();
+    let ratio = |k: usize| format!("{}/{}", names[2], names[k]);
+    println!("{:<19}{header}{:<24}{}", "metric", ratio(0), ratio(1));
     for (m, name) in METRICS.iter().enumerate() {
-        let [f, b, w] = [0, 1, 2].map(|s| spread(&samples[s][m]));
+        let [one, two, ours] = [0, 1, 2].map(|s| spread(&samples[s][m]));
         let cell = |(med, min, max)| format!("{:<21}", format!("{med:.1} ({min:.1}-{max:.1})"));
-        let (cells, vs_floor) = ([f, b, w].map(cell).concat(), format!("{:.2}x", w.0 / f.0));
-        println!("{name:<19}{cells}{vs_floor:<12}{:.2}x", w.0 / b.0);
+        let cells = [one, two, ours].map(cell).concat();
+        let vs_first = format!("{:.2}x", ours.0 / one.0);
+        println!("{name:<19}{cells}{vs_first:<24}{:.2}x", ours.0 / two.0);
     }
-    println!("ratios: weft / baseline medians; for latency lower is better, for throughput higher");
-    println!("weft redirect_local counter: +{redirects} packets over the weft runs");
+    println!("ratios: medians; for latency lower is better, for throughput higher");
+    println!("{counter}: +{delta} packets over the {} runs", names[2]);
     Ok(())
 }
 
@@ -230,7 +283,7 @@ fn bridge_cni(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let _node = ThreadNetNs::new();
     let (client, server) = (NamedNetNs::new(), NamedNetNs::new());
     // Declared after the namespaces so that its DELs run while they still exist.
-    let mut net = BridgeNet::new()?;
+    let mut net = BridgeNet::new(false)?;
     net.add(&client)?;
     let server_ip = net.add(&server)?;
     serve(pods(&client, &server, server_ip))?;
@@ -246,6 +299,69 @@ fn weft(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     serve(pods(&client.netns, &server.netns, server.v4))?;
     let after = node.counters().get("redirect_local").copied().unwrap_or(0);
     Ok(after.saturating_sub(before))
+}
+
+/// A pod behind the bridge plugin with `ipMasq: true`; the server is an external host behind
+/// the node's `wnode`.
+fn bridge_masq(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
+    let _node = ThreadNetNs::new();
+    let ext = External::new(&[]);
+    let client = NamedNetNs::new();
+    let mut net = BridgeNet::new(true)?;
+    net.add(&client)?;
+    let seen = ext.tcp_peer(&client.path(), CHECK_PORT);
+    ensure!(
+        seen == NODE_IP,
+        "the external host saw {seen}, not the node IP {NODE_IP}"
+    );
+    serve(external_pods(&client, &ext))?;
+    Ok(0)
+}
+
+/// A weft pod whose endpoint is not masqueraded (the external host routes the pod CIDR back):
+/// the same datapath without the SNAT step.
+fn weft_routed(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
+    weft_to_external(serve, ENDPOINT_F_NO_SNAT_V4)
+}
+
+/// A weft pod masqueraded to the node IP by `to_netdev`; returns the `snat` counter delta.
+fn weft_snat(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
+    weft_to_external(serve, 0)
+}
+
+fn weft_to_external(serve: &dyn Fn(Pods) -> Result<()>, flags: u32) -> Result<u64> {
+    let mut node = Node::new();
+    let pod = node.add_pod_with(1, flags, 0);
+    let ext = External::new(&["10.77.0.0/24"]);
+    let config = NetdevConfig {
+        masq_v4: Some(NODE_IP),
+        masq_v6: None,
+    };
+    node.datapath.attach_netdev(NODE_DEV, &config)?;
+    node.datapath.ensure_world_ipcache()?;
+    node.datapath.sync_host_ips(&[IpAddr::V4(NODE_IP)])?;
+    let seen = ext.tcp_peer(&pod.netns.path(), CHECK_PORT);
+    let expected = if flags == 0 {
+        IpAddr::V4(NODE_IP)
+    } else {
+        IpAddr::V4(pod.v4)
+    };
+    ensure!(
+        seen == expected,
+        "the external host saw {seen}, expected {expected}"
+    );
+    let before = node.counters().get("snat").copied().unwrap_or(0);
+    serve(external_pods(&pod.netns, &ext))?;
+    let after = node.counters().get("snat").copied().unwrap_or(0);
+    Ok(after.saturating_sub(before))
+}
+
+fn external_pods(client: &NamedNetNs, ext: &External) -> Pods {
+    Pods {
+        client: client.name.clone(),
+        server: ext.netns.name.clone(),
+        ip: EXT_IP,
+    }
 }
 
 /// A command that runs `program` in the named network namespace `netns`.
@@ -344,15 +460,22 @@ struct BridgeNet {
 }
 
 impl BridgeNet {
-    fn new() -> Result<Self> {
+    /// Pods in 10.78.0.0/24 on a fresh bridge; with `masq`, iptables MASQUERADE for traffic
+    /// leaving the subnet (`ipMasq`) and a default route via the bridge in each pod.
+    fn new(masq: bool) -> Result<Self> {
         let ipam = std::env::temp_dir().join(unique("weft-bench-ipam-"));
         fs::create_dir_all(&ipam).with_context(|| format!("create {}", ipam.display()))?;
+        let routes = if masq {
+            json!([{ "dst": "0.0.0.0/0" }])
+        } else {
+            json!([])
+        };
         let config = json!({
             "cniVersion": "1.0.0", "name": "benchbr", "type": "bridge",
-            "bridge": unique("wbr"), "isGateway": true, "ipMasq": false,
+            "bridge": unique("wbr"), "isGateway": true, "ipMasq": masq,
             "ipam": {
                 "type": "host-local", "ranges": [[{ "subnet": "10.78.0.0/24" }]],
-                "dataDir": ipam,
+                "routes": routes, "dataDir": ipam,
             },
         })
         .to_string();
