@@ -38,6 +38,8 @@ pub(crate) fn bridge_cni(
         .env("CNI_NETNS", netns)
         .env("CNI_IFNAME", "eth0")
         .env("CNI_PATH", CNI_DIR)
+        // A runtime passes its own environment along; `ipMasq` runs `iptables` from PATH.
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
