@@ -168,7 +168,7 @@ pub struct ConfigArgs {
     /// Masquerade IPv6 pod traffic (default true; needs --enable-ipv6).
     #[arg(long)]
     pub enable_ipv6_masquerade: Option<String>,
-    /// Native devices, comma-separated (default: the device of the IPv4 default route).
+    /// Native devices, comma-separated (default: the device of the IPv4, else IPv6, default route).
     #[arg(long)]
     pub devices: Option<String>,
     /// Read non-masquerade CIDRs from the ip-masq-agent configuration file.

@@ -79,7 +79,7 @@ pub struct AgentConfig {
     pub enable_ipv4_masquerade: bool,
     /// `enable-ipv6-masquerade` (default true; only matters with `enable-ipv6`).
     pub enable_ipv6_masquerade: bool,
-    /// `devices`: native devices (empty: the device of the IPv4 default route).
+    /// `devices`: native devices (empty: the device of the IPv4, else IPv6, default route).
     pub devices: Vec<String>,
     /// `enable-ip-masq-agent` (default false): read non-masquerade CIDRs from a file.
     pub enable_ip_masq_agent: bool,

@@ -1,10 +1,10 @@
 //! The daemon's native devices, IPCache and masquerade exclusions: at start it fills the
 //! IPCache's world entries, attaches `to_netdev`/`from_netdev` to the native devices (given by
-//! `devices`, else the IPv4 default-route device) with their first IPv4 and first global IPv6
-//! address as masquerade addresses when `enable-bpf-masquerade` is on (and detaches them when it is off), and applies
-//! the exclusions; on every sync it keeps the node's own addresses at `host` identity; when the
-//! ip-masq-agent file changes it re-reads it (a bad edit is logged with file and line and the
-//! exclusions in force stay).
+//! `devices`, else the IPv4 (else IPv6) default-route device) with their first IPv4 and first
+//! global IPv6 address as masquerade addresses when `enable-bpf-masquerade` is on (and detaches
+//! them when it is off), and applies the exclusions; on every sync it keeps the node's own
+//! addresses at `host` identity; when the ip-masq-agent file changes it re-reads it (a bad edit
+//! is logged with file and line and the exclusions in force stay).
 
 use std::{collections::BTreeSet, net::IpAddr};
 
