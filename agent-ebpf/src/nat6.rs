@@ -4,8 +4,8 @@
 //! first with `BPF_NOEXIST`, the pod's port kept when it is in range and free, then one random
 //! port, then upwards). What differs is the header: IPv6 has no header checksum, the 16-byte
 //! addresses enter every L4 checksum through the pseudo-header — ICMPv6's too, unlike ICMP —
-//! and the L4 header follows the fixed 40-byte header directly (packets with extension headers
-//! are not parsed here; `netdev6` treats them as it treats fragments).
+//! and the L4 header may sit behind extension headers (`netdev6` finds it; everything here
+//! takes its offset).
 
 use agent_common::{
     NatEntry6, NatTuple6,

@@ -4,9 +4,10 @@
 //! device's `masq_v6`) reserves its (peer, port) pair and passes; a packet whose source is not
 //! a local endpoint passes untouched. Pod TCP, UDP and ICMPv6 echo reuse their flow's mapping
 //! or go through the masquerade decision (`masq::skip_reason_v6`) and get a new one (`nat6`).
-//! Other ICMPv6 (neighbour discovery, errors, MLD) always passes untouched. Fragments and
-//! packets with extension headers cannot be matched on the way back: they leave only when they
-//! keep the pod address, else they are dropped and counted.
+//! Other ICMPv6 (neighbour discovery, errors, MLD) always passes untouched. Up to four
+//! hop-by-hop, routing and destination-options headers are stepped over to reach the L4
+//! header (as Cilium's `ipv6_hdrlen`); fragments and anything else NAT cannot match on the way
+//! back leave only when they keep the pod address, else they are dropped and counted.
 //!
 //! Ingress: a packet to `masq_v6` whose tuple has a reverse mapping gets its destination
 //! restored to the pod (ICMPv6 errors quoting a masqueraded packet too, `icmp6`); a packet
@@ -36,11 +37,40 @@ use crate::{
 struct V6 {
     saddr: [u8; 16],
     daddr: [u8; 16],
+    /// Next header after the extension headers stepped over (still an extension header when
+    /// the walk gave up: NAT then treats the packet as one it cannot follow).
     nexthdr: u8,
+    /// Frame offset of the header `nexthdr` names.
+    l4_off: usize,
 }
 
-/// Frame offset of the L4 header (no extension headers are followed).
+/// Frame offset of the header after the fixed IPv6 header.
 const L4_OFF: usize = ETH_LEN + IPV6_HDR_LEN;
+/// Extension headers stepped over at most (Cilium's `IPV6_MAX_HEADERS`).
+const MAX_EXT_HEADERS: u32 = 4;
+/// Hop-by-hop options header.
+const NEXTHDR_HOP: u8 = 0;
+/// Routing header.
+const NEXTHDR_ROUTING: u8 = 43;
+/// Destination options header.
+const NEXTHDR_DEST: u8 = 60;
+
+/// Step over hop-by-hop, routing and destination-options headers (each `(len + 1) * 8`
+/// bytes) from next header `next`; returns the first other next header and its offset.
+#[inline(always)]
+fn skip_ext_headers(ctx: &TcContext, mut next: u8) -> (u8, usize) {
+    let mut off = L4_OFF;
+    let mut i = 0;
+    while i < MAX_EXT_HEADERS && matches!(next, NEXTHDR_HOP | NEXTHDR_ROUTING | NEXTHDR_DEST) {
+        let Ok(head) = ctx.load::<[u8; 2]>(off) else {
+            break;
+        };
+        next = head[0];
+        off += (usize::from(head[1]) + 1) * 8;
+        i += 1;
+    }
+    (next, off)
+}
 
 /// The IPv6 header of the frame, if it is one; pulled into the linear part first if needed.
 #[inline(always)]
@@ -61,10 +91,15 @@ fn ipv6(ctx: &TcContext) -> Option<V6> {
             (*ip).dst,
         )
     };
-    (ver == 6).then_some(V6 {
+    if ver != 6 {
+        return None;
+    }
+    let (nexthdr, l4_off) = skip_ext_headers(ctx, nexthdr);
+    Some(V6 {
         saddr,
         daddr,
         nexthdr,
+        l4_off,
     })
 }
 
@@ -93,7 +128,7 @@ pub fn egress(ctx: &TcContext, dev: &NetdevInfo) -> Result<Outcome, Outcome> {
 /// A node socket's packet: reserve its (peer, port) pair against pod mappings.
 #[inline(always)]
 fn host_egress(ctx: &TcContext, ip: &V6) {
-    let Some(l4) = nat6::parse_l4(ctx, L4_OFF, ip.nexthdr) else {
+    let Some(l4) = nat6::parse_l4(ctx, ip.l4_off, ip.nexthdr) else {
         return;
     };
     let ours = if l4.proto == IPPROTO_ICMPV6 {
@@ -113,7 +148,7 @@ fn pod_egress(
     ep: &EndpointInfo,
     ip: &V6,
 ) -> Result<Outcome, Outcome> {
-    if let Some(l4) = nat6::parse_l4(ctx, L4_OFF, ip.nexthdr) {
+    if let Some(l4) = nat6::parse_l4(ctx, ip.l4_off, ip.nexthdr) {
         if l4.proto == IPPROTO_ICMPV6 && !nat6::is_echo(&l4) {
             // Neighbour discovery, errors, MLD: never masqueraded.
             return Ok(pass(reason::NETDEV_PASS));
@@ -182,7 +217,7 @@ pub fn ingress(ctx: &TcContext, dev: &NetdevInfo) -> Result<Outcome, Outcome> {
         return Ok(pass(reason::NETDEV_PASS));
     };
     if masq && masqueraded_v6(&ep, ip.saddr) {
-        if let Some(l4) = nat6::parse_l4(ctx, L4_OFF, ip.nexthdr) {
+        if let Some(l4) = nat6::parse_l4(ctx, ip.l4_off, ip.nexthdr) {
             if l4.proto != IPPROTO_ICMPV6 {
                 // The outside opened this flow to the pod: its replies keep the pod address.
                 nat6::record_inbound(&nat6::egress_tuple(&l4.swapped(), ip.daddr, ip.saddr));
@@ -195,11 +230,11 @@ pub fn ingress(ctx: &TcContext, dev: &NetdevInfo) -> Result<Outcome, Outcome> {
 /// A packet to the masquerade address: restore the pod destination if it is a reply.
 #[inline(always)]
 fn reverse_nat(ctx: &TcContext, ip: &V6) -> Result<Outcome, Outcome> {
-    let Some(l4) = nat6::parse_l4(ctx, L4_OFF, ip.nexthdr) else {
+    let Some(l4) = nat6::parse_l4(ctx, ip.l4_off, ip.nexthdr) else {
         return Ok(pass(reason::NETDEV_PASS));
     };
     if l4.proto == IPPROTO_ICMPV6 && icmp6::is_error(l4.icmp_type) {
-        return match icmp6::rev_nat_error(ctx, L4_OFF, ip.daddr) {
+        return match icmp6::rev_nat_error(ctx, ip.l4_off, ip.daddr) {
             Ok(Some(mapping)) => deliver_to(ctx, mapping.to_addr),
             Ok(None) => Ok(pass(reason::NETDEV_PASS)),
             Err(RewriteFailed) => Err(Outcome::REDIRECT_FAILED),

@@ -198,3 +198,50 @@ fn ipv6_exhausted_port_space_drops_with_a_reason() {
     );
     assert_masqueraded6(&out, WORLD6);
 }
+
+/// `frame` (Ethernet + IPv6 + L4) with an 8-byte extension header of type `ext` (hop-by-hop
+/// 0, destination options 60; PadN content) between the IPv6 header and the L4 header.
+fn with_ext_header(frame: &[u8], ext: u8) -> Vec<u8> {
+    let mut f = frame[..54].to_vec();
+    let next = f[14 + 6];
+    f[14 + 6] = ext;
+    let len = u16::from_be_bytes([f[18], f[19]]) + 8;
+    f[18..20].copy_from_slice(&len.to_be_bytes());
+    f.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
+    f.extend_from_slice(&frame[54..]);
+    f
+}
+
+/// The frame without the 8-byte extension header `with_ext_header` added.
+fn without_ext_header(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame[..54].to_vec();
+    f[14 + 6] = frame[54];
+    f.extend_from_slice(&frame[62..]);
+    f
+}
+
+#[test]
+fn ipv6_extension_headers_are_stepped_over() {
+    let mut node = node6();
+    let frame = with_ext_header(&frames::udp6_ports(POD6, 40000, WORLD6, 53, b"q"), 0);
+    let (verdict, out) = egress(&mut node, &frame);
+    assert_eq!(verdict, TC_ACT_OK);
+    assert_eq!(out[14 + 6], 0, "hop-by-hop header kept");
+    assert_eq!(out[54..62], frame[54..62], "extension header untouched");
+    let v = assert_masqueraded6(&without_ext_header(&out), WORLD6);
+    assert_eq!(v.sport, 40000);
+    // The reply, behind a destination-options header, is restored and delivered.
+    let reply = with_ext_header(&frames::udp6_ports(WORLD6, 53, NODE_IP6, 40000, b"a"), 60);
+    let (verdict, out) = ingress(&mut node, &reply);
+    assert_eq!(verdict, TC_ACT_REDIRECT);
+    let v = view6(&without_ext_header(&out));
+    assert_eq!((v.dst, v.dport), (POD6, 40000));
+    assert!(v.l4_csum_ok, "UDP checksum after reverse NAT");
+    // Five extension headers are more than the datapath walks: NAT cannot follow, dropped.
+    let mut deep = frames::udp6_ports(POD6, 40001, WORLD6, 53, b"q");
+    for _ in 0..5 {
+        deep = with_ext_header(&deep, 60);
+    }
+    assert_eq!(egress(&mut node, &deep).0, TC_ACT_SHOT);
+    assert_eq!(node.counters()["drop_nat_unsupported"], 1);
+}
