@@ -38,6 +38,7 @@ use crate::{
     packet::{ETH_LEN, ETH_P_IP, ETH_P_IPV6, EthHdr, Ipv4Hdr, ipv4_decrement_ttl, ptr_at},
 };
 
+/// Hand the packet on (`TC_ACT_OK`), counted as `why`.
 pub const fn pass(why: u32) -> Outcome {
     Outcome {
         why,
@@ -45,6 +46,7 @@ pub const fn pass(why: u32) -> Outcome {
     }
 }
 
+/// Drop the packet, counted as `why`.
 pub const fn drop(why: u32) -> Outcome {
     Outcome {
         why,
