@@ -184,7 +184,8 @@ fn node6() -> Node {
         &IpcacheEntry::identity(identity::REMOTE_NODE),
     )
     .expect("remote node");
-    let mut exclusions = vec![
+    // Replaces the exclusions `node` wrote: the IPv4 ones again, then the IPv6 ones.
+    let exclusions = [
         MasqExclusion {
             pool_id: POOL_ANY,
             cidr: "192.0.2.0/24".parse().expect("cidr"),
@@ -195,8 +196,6 @@ fn node6() -> Node {
             cidr: "203.0.113.0/24".parse().expect("cidr"),
             flags: MASQ_F_POOL,
         },
-    ];
-    exclusions.extend([
         MasqExclusion {
             pool_id: POOL_ANY,
             cidr: "2001:db8:e::/48".parse().expect("cidr"),
@@ -207,7 +206,7 @@ fn node6() -> Node {
             cidr: "2001:db8:7::/48".parse().expect("cidr"),
             flags: MASQ_F_POOL,
         },
-    ]);
+    ];
     dp.sync_masq_exclusions(&exclusions).expect("exclusions");
     node
 }
