@@ -21,7 +21,7 @@ pub use counters::{Counter, reason};
 pub use endpoint::{EndpointInfo, EndpointKey, IfaceInfo};
 pub use ipcache::{IpcacheInfo, IpcacheKey};
 pub use masq::{MasqInfo, MasqKey};
-pub use nat::{NatEntry4, NatTuple4, NetdevInfo};
+pub use nat::{NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo};
 
 /// Ethernet address as it appears on the wire.
 pub type MacAddr = [u8; 6];

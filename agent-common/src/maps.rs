@@ -37,6 +37,11 @@ pub const NAT4: &str = "weft_snat4_v1";
 /// Capacity of the NAT map: two entries per flow, so 65536 concurrent flows.
 pub const NAT4_MAX: u32 = 131_072;
 
+/// IPv6 masquerade mappings (`LRU_HASH`, [`crate::NatTuple6`] → [`crate::NatEntry6`]).
+pub const NAT6: &str = "weft_snat6_v1";
+/// Capacity of the IPv6 NAT map (as [`NAT4_MAX`]).
+pub const NAT6_MAX: u32 = 131_072;
+
 /// Native devices (`HASH`, `u32` ifindex → [`crate::NetdevInfo`]).
 pub const NETDEVS: &str = "weft_devs_v1";
 /// Capacity of the native-devices map.
@@ -61,12 +66,13 @@ pub const PROG_BENCH_COPY: &str = "weft_bench_copy";
 pub const RETIRED_MAPS: [&str; 1] = ["weft_ctrs_v1"];
 
 /// Every map the agent pins, in the order it adopts them.
-pub const PINNED_MAPS: [&str; 7] = [
+pub const PINNED_MAPS: [&str; 8] = [
     ENDPOINTS,
     IFACES,
     COUNTERS,
     IPCACHE,
     MASQ_EXCLUDE,
     NAT4,
+    NAT6,
     NETDEVS,
 ];

@@ -1,6 +1,6 @@
 //! Source NAT of pod traffic to the node IP (BPF masquerade), laid out as Cilium's
-//! `cilium_snat_v4_external` (`bpf/lib/nat.h`): an `LRU_HASH` of packet-order tuples with two
-//! entries per flow — the egress tuple (pod → peer) gives the address and port to write into
+//! `cilium_snat_v4_external` / `cilium_snat_v6_external` (`bpf/lib/nat.h`): per family an
+//! `LRU_HASH` of packet-order tuples with two entries per flow — the egress tuple (pod → peer) gives the address and port to write into
 //! the source, the ingress tuple of the reply (peer → node IP) gives the pod address and port
 //! to write back into the destination. Ports are stored in host byte order so bpftool prints
 //! them as numbers (Cilium keeps them big-endian; the layout is otherwise the same).
@@ -24,6 +24,8 @@ pub const IPPROTO_ICMP: u8 = 1;
 pub const IPPROTO_TCP: u8 = 6;
 /// IP protocol number of UDP.
 pub const IPPROTO_UDP: u8 = 17;
+/// IPv6 next-header number of ICMPv6 (the echo identifier plays the source port).
+pub const IPPROTO_ICMPV6: u8 = 58;
 
 /// Key of the IPv4 NAT map: a flow in packet order (14 bytes, Cilium's `ipv4_ct_tuple`).
 #[repr(C)]
@@ -64,8 +66,45 @@ pub const NAT_F_HOST: u16 = 1;
 /// address (an identity mapping, Cilium's "reply" conntrack state).
 pub const NAT_F_INBOUND: u16 = 2;
 
+/// Key of the IPv6 NAT map: a flow in packet order (38 bytes; Cilium's packed
+/// `ipv6_ct_tuple` is 37, weft keeps the 2-byte alignment of the ports).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NatTuple6 {
+    /// Destination address (network order).
+    pub daddr: [u8; 16],
+    /// Source address (network order).
+    pub saddr: [u8; 16],
+    /// Destination port (host order); 0 for an ICMPv6 echo request.
+    pub dport: u16,
+    /// Source port (host order); the echo identifier for an ICMPv6 echo request.
+    pub sport: u16,
+    /// Next header ([`IPPROTO_TCP`], [`IPPROTO_UDP`], [`IPPROTO_ICMPV6`]).
+    pub nexthdr: u8,
+    /// [`NAT_DIR_EGRESS`] or [`NAT_DIR_INGRESS`].
+    pub flags: u8,
+}
+
+/// Value of the IPv6 NAT map: what to write into the packet.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatEntry6 {
+    /// `bpf_ktime_get_ns()` when the mapping was made (`CLOCK_MONOTONIC`).
+    pub created: u64,
+    /// New source (egress entry) or destination (ingress entry) address, network order.
+    pub to_addr: [u8; 16],
+    /// New source or destination port (host order); the echo identifier for ICMPv6.
+    pub to_port: u16,
+    /// `NAT_F_*` bits.
+    pub flags: u16,
+    /// Always 0.
+    pub pad: [u8; 4],
+}
+
 const _: () = assert!(size_of::<NatTuple4>() == 14);
 const _: () = assert!(size_of::<NatEntry4>() == 16);
+const _: () = assert!(size_of::<NatTuple6>() == 38);
+const _: () = assert!(size_of::<NatEntry6>() == 32);
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), byte arrays and integers, no implicit padding (14 bytes, align 2).
@@ -73,6 +112,12 @@ unsafe impl aya::Pod for NatTuple4 {}
 #[cfg(feature = "user")]
 // SAFETY: repr(C), u64 then 8 bytes of arrays and integers, no implicit padding.
 unsafe impl aya::Pod for NatEntry4 {}
+#[cfg(feature = "user")]
+// SAFETY: repr(C), byte arrays and integers, no implicit padding (38 bytes, align 2).
+unsafe impl aya::Pod for NatTuple6 {}
+#[cfg(feature = "user")]
+// SAFETY: repr(C), u64 then 24 bytes of arrays and integers with explicit padding.
+unsafe impl aya::Pod for NatEntry6 {}
 
 /// Value of the native-devices map, keyed by ifindex (`u32`): devices where `to_netdev` and
 /// `from_netdev` run, and the node addresses pod traffic is masqueraded to there.
@@ -81,7 +126,7 @@ unsafe impl aya::Pod for NatEntry4 {}
 pub struct NetdevInfo {
     /// IPv4 masquerade address (network order); valid with [`NETDEV_F_MASQ_V4`].
     pub masq_v4: [u8; 4],
-    /// IPv6 masquerade address; valid with [`NETDEV_F_MASQ_V6`] (reserved, see there).
+    /// IPv6 masquerade address (network order); valid with [`NETDEV_F_MASQ_V6`].
     pub masq_v6: [u8; 16],
     /// `NETDEV_F_*` bits.
     pub flags: u32,
@@ -89,7 +134,7 @@ pub struct NetdevInfo {
 
 /// Masquerade IPv4 pod traffic leaving through this device to `masq_v4`.
 pub const NETDEV_F_MASQ_V4: u32 = 1;
-/// Reserved for IPv6 masquerade to `masq_v6` (not implemented by `to_netdev` yet).
+/// Masquerade IPv6 pod traffic leaving through this device to `masq_v6`.
 pub const NETDEV_F_MASQ_V6: u32 = 2;
 
 const _: () = assert!(size_of::<NetdevInfo>() == 24);

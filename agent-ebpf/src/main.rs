@@ -2,8 +2,9 @@
 //! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
 //! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
-//! hooks, `masq` the masquerade decision, `nat` the mappings and rewrites, `icmp` the reverse
-//! NAT of ICMP errors; `bench` wraps programs for the benchmarks.
+//! hooks (`netdev6` their IPv6 half), `masq` the masquerade decision, `nat` / `nat6` the
+//! mappings and rewrites, `icmp` / `icmp6` the reverse NAT of ICMP and ICMPv6 errors; `bench`
+//! wraps programs for the benchmarks.
 //!
 //! Only the `bpf` target builds the programs; on the host (`cargo build --workspace`) this is an
 //! empty binary so workspace-wide commands keep working.
@@ -17,15 +18,21 @@ mod from_container;
 #[cfg(target_arch = "bpf")]
 mod icmp;
 #[cfg(target_arch = "bpf")]
+mod icmp6;
+#[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
 mod masq;
 #[cfg(target_arch = "bpf")]
 mod nat;
 #[cfg(target_arch = "bpf")]
+mod nat6;
+#[cfg(target_arch = "bpf")]
 mod neigh;
 #[cfg(target_arch = "bpf")]
 mod netdev;
+#[cfg(target_arch = "bpf")]
+mod netdev6;
 #[cfg(target_arch = "bpf")]
 mod packet;
 

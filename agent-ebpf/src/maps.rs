@@ -3,7 +3,7 @@
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatTuple4, NetdevInfo, maps, reason,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, maps, reason,
 };
 use aya_ebpf::{
     btf_maps::{HashMap, LpmTrie, LruHashMap, PerCpuArray},
@@ -37,6 +37,10 @@ pub static MASQ_EXCLUDE: LpmTrie<MasqKey, MasqInfo, { maps::MASQ_EXCLUDE_MAX as 
 /// IPv4 masquerade mappings, two per flow (see `agent_common::nat`).
 #[btf_map(name = "weft_snat4_v1")]
 pub static NAT4: LruHashMap<NatTuple4, NatEntry4, { maps::NAT4_MAX as usize }> = LruHashMap::new();
+
+/// IPv6 masquerade mappings, two per flow (see `agent_common::nat`).
+#[btf_map(name = "weft_snat6_v1")]
+pub static NAT6: LruHashMap<NatTuple6, NatEntry6, { maps::NAT6_MAX as usize }> = LruHashMap::new();
 
 /// Native devices by ifindex, with their masquerade addresses.
 #[btf_map(name = "weft_devs_v1")]

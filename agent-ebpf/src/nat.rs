@@ -143,7 +143,7 @@ pub fn parse_l4(ctx: &TcContext, off: usize, proto: u8) -> Option<L4> {
 
 /// A uniformly random port of the masquerade range.
 #[inline(always)]
-fn random_port() -> u16 {
+pub fn random_port() -> u16 {
     // SAFETY: plain helper call.
     let r = unsafe { bpf_get_prandom_u32() };
     let span = u32::from(NAT_PORT_MAX - NAT_PORT_MIN) + 1;
@@ -153,7 +153,7 @@ fn random_port() -> u16 {
 
 /// The port after `port` in the masquerade range, wrapping to its start.
 #[inline(always)]
-fn next_port(port: u16) -> u16 {
+pub fn next_port(port: u16) -> u16 {
     if port >= NAT_PORT_MAX || port < NAT_PORT_MIN {
         NAT_PORT_MIN
     } else {
@@ -162,7 +162,7 @@ fn next_port(port: u16) -> u16 {
 }
 
 #[inline(always)]
-fn now() -> u64 {
+pub fn now() -> u64 {
     // SAFETY: plain helper call.
     unsafe { bpf_ktime_get_ns() }
 }

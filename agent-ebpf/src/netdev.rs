@@ -1,6 +1,8 @@
 //! `to_netdev` and `from_netdev`: tc egress and ingress of a native device (one listed in the
 //! native-devices map; any other device passes everything untouched).
 //!
+//! This file holds the entry points and the IPv4 half; `netdev6` holds the IPv6 half.
+//!
 //! `to_netdev`, per IPv4 packet: the node's own traffic (source = the device's masquerade
 //! address) reserves its (peer, port) pair and passes; a packet whose source is not a local
 //! endpoint passes untouched (forwarded traffic, ARP, anything else). Pod traffic reuses its
@@ -32,17 +34,20 @@ use crate::{
     maps::{count, endpoint, netdev},
     masq::{masqueraded_v4, skip_reason_v4},
     nat::{self, End, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4},
-    packet::{ETH_LEN, ETH_P_IP, ETH_P_IPV6, EthHdr, Ipv4Hdr, Ipv6Hdr, ipv4_decrement_ttl, ptr_at},
+    netdev6,
+    packet::{ETH_LEN, ETH_P_IP, ETH_P_IPV6, EthHdr, Ipv4Hdr, ipv4_decrement_ttl, ptr_at},
 };
 
-const fn pass(why: u32) -> Outcome {
+/// Hand the packet on (`TC_ACT_OK`), counted as `why`.
+pub const fn pass(why: u32) -> Outcome {
     Outcome {
         why,
         verdict: TC_ACT_OK,
     }
 }
 
-const fn drop(why: u32) -> Outcome {
+/// Drop the packet, counted as `why`.
+pub const fn drop(why: u32) -> Outcome {
     Outcome {
         why,
         verdict: TC_ACT_SHOT,
@@ -118,9 +123,15 @@ fn egress(ctx: &TcContext) -> Result<Outcome, Outcome> {
     let Some(dev) = netdev(ingress_ifindex(ctx)) else {
         return Ok(pass(reason::NETDEV_PASS));
     };
-    if ethertype(ctx) != Some(ETH_P_IP) || dev.flags & NETDEV_F_MASQ_V4 == 0 {
-        return Ok(pass(reason::NETDEV_PASS));
+    match ethertype(ctx) {
+        Some(ETH_P_IP) if dev.flags & NETDEV_F_MASQ_V4 != 0 => egress_v4(ctx, &dev),
+        Some(ETH_P_IPV6) => netdev6::egress(ctx, &dev),
+        _ => Ok(pass(reason::NETDEV_PASS)),
     }
+}
+
+#[inline(always)]
+fn egress_v4(ctx: &TcContext, dev: &NetdevInfo) -> Result<Outcome, Outcome> {
     let Some(ip) = ipv4(ctx) else {
         return Ok(pass(reason::NETDEV_PASS));
     };
@@ -134,7 +145,7 @@ fn egress(ctx: &TcContext) -> Result<Outcome, Outcome> {
     if ep.flags & ENDPOINT_F_HOST != 0 {
         return Ok(pass(reason::NETDEV_PASS));
     }
-    pod_egress(ctx, &dev, &ep, &ip)
+    pod_egress(ctx, dev, &ep, &ip)
 }
 
 /// A node socket's packet: reserve its (peer, port) pair against pod mappings.
@@ -227,7 +238,7 @@ fn ingress(ctx: &TcContext) -> Result<Outcome, Outcome> {
     };
     match ethertype(ctx) {
         Some(ETH_P_IP) => ingress_v4(ctx, &dev),
-        Some(ETH_P_IPV6) => ingress_v6(ctx),
+        Some(ETH_P_IPV6) => netdev6::ingress(ctx, &dev),
         _ => Ok(pass(reason::NETDEV_PASS)),
     }
 }
@@ -296,30 +307,9 @@ fn reverse_nat(ctx: &TcContext, ip: &V4) -> Result<Outcome, Outcome> {
     }
 }
 
-#[inline(always)]
-fn ingress_v6(ctx: &TcContext) -> Result<Outcome, Outcome> {
-    let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, ETH_LEN) else {
-        return Ok(pass(reason::NETDEV_PASS));
-    };
-    // SAFETY: bounds checked by `ptr_at`.
-    let (ver, hop, dst) = unsafe { ((*ip).ver_tc_flow[0] >> 4, (*ip).hop_limit, (*ip).dst) };
-    if ver != 6 {
-        return Ok(pass(reason::NETDEV_PASS));
-    }
-    let Some(ep) = local_endpoint(&EndpointKey::v6(dst)) else {
-        return Ok(pass(reason::NETDEV_PASS));
-    };
-    if hop <= 1 {
-        return Ok(pass(reason::PASS_STACK));
-    }
-    // SAFETY: same bounds-checked header; no helper ran in between.
-    unsafe { (*ip).hop_limit = hop - 1 };
-    redirect(ctx, &ep, reason::REDIRECT_LOCAL)
-}
-
 /// The endpoint `key` if it is a pod on this node (not a host entry).
 #[inline(always)]
-fn local_endpoint(key: &EndpointKey) -> Option<EndpointInfo> {
+pub fn local_endpoint(key: &EndpointKey) -> Option<EndpointInfo> {
     endpoint(key).filter(|ep| ep.flags & ENDPOINT_F_HOST == 0 && ep.ifindex != 0)
 }
 
@@ -340,7 +330,7 @@ fn deliver_v4(ctx: &TcContext, ep: &EndpointInfo, why: u32) -> Result<Outcome, O
 
 /// Rewrite L2 as the router facing `ep` would send it, then `bpf_redirect_peer`.
 #[inline(always)]
-fn redirect(ctx: &TcContext, ep: &EndpointInfo, why: u32) -> Result<Outcome, Outcome> {
+pub fn redirect(ctx: &TcContext, ep: &EndpointInfo, why: u32) -> Result<Outcome, Outcome> {
     let eth = ptr_at::<EthHdr>(ctx, 0)?;
     // SAFETY: bounds checked by `ptr_at`.
     unsafe {

@@ -165,7 +165,10 @@ pub struct ConfigArgs {
     /// Masquerade IPv4 pod traffic (default true).
     #[arg(long)]
     pub enable_ipv4_masquerade: Option<String>,
-    /// Native devices, comma-separated (default: the device of the IPv4 default route).
+    /// Masquerade IPv6 pod traffic (default true; needs --enable-ipv6).
+    #[arg(long)]
+    pub enable_ipv6_masquerade: Option<String>,
+    /// Native devices, comma-separated (default: the device of the IPv4, else IPv6, default route).
     #[arg(long)]
     pub devices: Option<String>,
     /// Read non-masquerade CIDRs from the ip-masq-agent configuration file.
@@ -233,6 +236,7 @@ impl ConfigArgs {
             ),
             ("enable-bpf-masquerade", &self.enable_bpf_masquerade),
             ("enable-ipv4-masquerade", &self.enable_ipv4_masquerade),
+            ("enable-ipv6-masquerade", &self.enable_ipv6_masquerade),
             ("devices", &self.devices),
             ("enable-ip-masq-agent", &self.enable_ip_masq_agent),
             ("ip-masq-agent-config-path", &self.ip_masq_agent_config_path),

@@ -10,7 +10,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored).
-pub const KEYS: [&str; 33] = [
+pub const KEYS: [&str; 34] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -21,6 +21,7 @@ pub const KEYS: [&str; 33] = [
     "only-masquerade-default-pool",
     "enable-bpf-masquerade",
     "enable-ipv4-masquerade",
+    "enable-ipv6-masquerade",
     "devices",
     "enable-ip-masq-agent",
     "ip-masq-agent-config-path",
@@ -76,7 +77,9 @@ pub struct AgentConfig {
     pub enable_bpf_masquerade: bool,
     /// `enable-ipv4-masquerade` (default true).
     pub enable_ipv4_masquerade: bool,
-    /// `devices`: native devices (empty: the device of the IPv4 default route).
+    /// `enable-ipv6-masquerade` (default true; only matters with `enable-ipv6`).
+    pub enable_ipv6_masquerade: bool,
+    /// `devices`: native devices (empty: the device of the IPv4, else IPv6, default route).
     pub devices: Vec<String>,
     /// `enable-ip-masq-agent` (default false): read non-masquerade CIDRs from a file.
     pub enable_ip_masq_agent: bool,
@@ -151,6 +154,7 @@ impl Default for AgentConfig {
             only_masquerade_default_pool: false,
             enable_bpf_masquerade: false,
             enable_ipv4_masquerade: true,
+            enable_ipv6_masquerade: true,
             devices: Vec::new(),
             enable_ip_masq_agent: false,
             ip_masq_agent_config_path: PathBuf::from(DEFAULT_IP_MASQ_AGENT_CONFIG),
@@ -271,6 +275,10 @@ fn masquerade_key(config: &mut AgentConfig, key: &str, value: &str) -> Result<()
         }
         "enable-ipv4-masquerade" => {
             config.enable_ipv4_masquerade =
+                parse_bool(value).ok_or_else(|| bad("true or false"))?;
+        }
+        "enable-ipv6-masquerade" => {
+            config.enable_ipv6_masquerade =
                 parse_bool(value).ok_or_else(|| bad("true or false"))?;
         }
         "enable-ip-masq-agent" => {
@@ -516,6 +524,7 @@ mod tests {
         ])])
         .expect("valid");
         assert!(c.enable_bpf_masquerade && c.enable_ip_masq_agent && c.enable_ipv4_masquerade);
+        assert!(c.enable_ipv6_masquerade, "on by default, as Cilium");
         assert_eq!(c.devices, ["eth0", "eth1"]);
         assert_eq!(
             c.ipv4_native_routing_cidr,
@@ -525,6 +534,12 @@ mod tests {
             c.ip_masq_agent_config_path,
             PathBuf::from(DEFAULT_IP_MASQ_AGENT_CONFIG)
         );
+        let c =
+            AgentConfig::resolve([&layer(&[("enable-ipv6-masquerade", "false")])]).expect("valid");
+        assert!(!c.enable_ipv6_masquerade && c.enable_ipv4_masquerade);
+        let e = AgentConfig::resolve([&layer(&[("enable-ipv6-masquerade", "sometimes")])])
+            .expect_err("not a bool");
+        assert!(e.to_string().contains("enable-ipv6-masquerade"), "{e}");
         let e = AgentConfig::resolve([&layer(&[("ipv4-native-routing-cidr", "fd00::/8")])])
             .expect_err("v6 in the v4 key");
         assert!(e.to_string().contains("must be an IPv4 CIDR"), "{e}");

@@ -93,20 +93,33 @@ fn nat(datapath: &mut Datapath, output: Output) -> anyhow::Result<()> {
     if output == Output::Json {
         return json(&rows);
     }
+    // `addr:port`, IPv6 as `[addr]:port`.
+    let at = |addr, port| std::net::SocketAddr::new(addr, port).to_string();
+    let table: Vec<[String; 3]> = rows
+        .iter()
+        .map(|r| {
+            [
+                at(r.saddr, r.sport),
+                at(r.daddr, r.dport),
+                at(r.to_addr, r.to_port),
+            ]
+        })
+        .collect();
+    let w = table
+        .iter()
+        .flatten()
+        .map(String::len)
+        .max()
+        .unwrap_or(0)
+        .max(22);
     println!(
-        "{:<5} {:<8} {:<22} {:<22} {:<22} {:<8} {:>8}",
+        "{:<6} {:<8} {:<w$} {:<w$} {:<w$} {:<8} {:>8}",
         "PROTO", "DIR", "SOURCE", "DESTINATION", "REWRITE TO", "KIND", "AGE(s)"
     );
-    for r in rows {
+    for (r, [source, destination, to]) in rows.iter().zip(table) {
         println!(
-            "{:<5} {:<8} {:<22} {:<22} {:<22} {:<8} {:>8}",
-            r.proto,
-            r.direction,
-            format!("{}:{}", r.saddr, r.sport),
-            format!("{}:{}", r.daddr, r.dport),
-            format!("{}:{}", r.to_addr, r.to_port),
-            r.kind,
-            r.age_secs
+            "{:<6} {:<8} {source:<w$} {destination:<w$} {to:<w$} {:<8} {:>8}",
+            r.proto, r.direction, r.kind, r.age_secs
         );
     }
     Ok(())

@@ -1,11 +1,13 @@
 //! An "external host" behind the node: a named namespace joined to the calling thread's node
-//! namespace by a veth pair (`wnode` on the node side with the node IP, `wext` on the external
-//! side), IPv4 forwarding on inside the node namespace only, and a TCP echo server that
-//! reports the peer address it saw — what masquerading tests look at.
+//! namespace by a veth pair (`wnode` on the node side with the node IPs, `wext` on the external
+//! side), IPv4 and IPv6 forwarding on inside the node namespace only, and TCP/UDP echo servers
+//! that report the peer address they saw — what masquerading tests look at. Both ends carry an
+//! IPv6 address of a documentation prefix, added without duplicate address detection (and DAD
+//! off on the two devices) so nothing waits for it.
 
 use std::{
     io::{Read as _, Write as _},
-    net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket},
     path::Path,
     process::Command,
     thread,
@@ -24,6 +26,10 @@ pub const EXT_DEV: &str = "wext";
 pub const NODE_IP: Ipv4Addr = Ipv4Addr::new(44, 77, 0, 2);
 /// The external host's address.
 pub const EXT_IP: Ipv4Addr = Ipv4Addr::new(44, 77, 0, 1);
+/// The node's IPv6 address on the external link.
+pub const NODE_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x44, 0, 0, 0, 0, 2);
+/// The external host's IPv6 address.
+pub const EXT_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x44, 0, 0, 0, 0, 1);
 
 /// The external host.
 #[derive(Debug)]
@@ -34,7 +40,8 @@ pub struct External {
 
 impl External {
     /// Build the link from the calling thread's (node) namespace; the external host routes
-    /// each of `pod_cidrs` back via the node, so unmasqueraded pod traffic can be answered.
+    /// each of `pod_cidrs` (IPv4 or IPv6) back via the node, so unmasqueraded pod traffic can
+    /// be answered.
     #[must_use]
     pub fn new(pod_cidrs: &[&str]) -> Self {
         let netns = NamedNetNs::new();
@@ -50,22 +57,33 @@ impl External {
             "netns",
             &netns.name,
         ]));
-        let node_cidr = format!("{NODE_IP}/24");
-        run(Command::new("ip").args(["addr", "add", &node_cidr, "dev", NODE_DEV]));
-        run(Command::new("ip").args(["link", "set", NODE_DEV, "up"]));
-        let ext_cidr = format!("{EXT_IP}/24");
-        let node_ip = NODE_IP.to_string();
+        run(Command::new("sysctl").args(["-qw", &format!("net.ipv6.conf.{NODE_DEV}.accept_dad=0")]));
         run(netns
-            .command("ip")
-            .args(["addr", "add", &ext_cidr, "dev", EXT_DEV]));
+            .command("sysctl")
+            .args(["-qw", &format!("net.ipv6.conf.{EXT_DEV}.accept_dad=0")]));
+        for cidr in [format!("{NODE_IP}/24"), format!("{NODE_IP6}/64")] {
+            run(Command::new("ip").args(["addr", "add", &cidr, "dev", NODE_DEV, "nodad"]));
+        }
+        run(Command::new("ip").args(["link", "set", NODE_DEV, "up"]));
+        for cidr in [format!("{EXT_IP}/24"), format!("{EXT_IP6}/64")] {
+            run(netns
+                .command("ip")
+                .args(["addr", "add", &cidr, "dev", EXT_DEV, "nodad"]));
+        }
         run(netns.command("ip").args(["link", "set", EXT_DEV, "up"]));
         run(netns.command("ip").args(["link", "set", "lo", "up"]));
         for cidr in pod_cidrs {
+            let via = if cidr.contains(':') {
+                NODE_IP6.to_string()
+            } else {
+                NODE_IP.to_string()
+            };
             run(netns
                 .command("ip")
-                .args(["route", "add", cidr, "via", &node_ip]));
+                .args(["route", "add", cidr, "via", &via]));
         }
         run(Command::new("sysctl").args(["-qw", "net.ipv4.ip_forward=1"]));
+        run(Command::new("sysctl").args(["-qw", "net.ipv6.conf.all.forwarding=1"]));
         Self { netns }
     }
 
@@ -96,7 +114,16 @@ impl External {
     /// the line is quiet for 3 s; the thread returns every sender address seen, in order.
     #[must_use]
     pub fn udp_echo_server(&self, port: u16, count: usize) -> thread::JoinHandle<Vec<SocketAddr>> {
-        let addr = SocketAddr::new(IpAddr::V4(EXT_IP), port);
+        self.udp_echo_server_on(SocketAddr::new(IpAddr::V4(EXT_IP), port), count)
+    }
+
+    /// As [`External::udp_echo_server`], on `addr` (`EXT_IP` or `EXT_IP6`).
+    #[must_use]
+    pub fn udp_echo_server_on(
+        &self,
+        addr: SocketAddr,
+        count: usize,
+    ) -> thread::JoinHandle<Vec<SocketAddr>> {
         let socket = in_netns(&self.netns.path(), || UdpSocket::bind(addr))
             .expect("enter external netns")
             .expect("bind UDP on the external host");
@@ -124,7 +151,12 @@ impl External {
     /// `client_netns`; echo a greeting and return the peer address the server saw.
     #[must_use]
     pub fn tcp_peer(&self, client_netns: &Path, port: u16) -> IpAddr {
-        let addr = SocketAddr::new(IpAddr::V4(EXT_IP), port);
+        self.tcp_peer_on(client_netns, SocketAddr::new(IpAddr::V4(EXT_IP), port))
+    }
+
+    /// As [`External::tcp_peer`], on `addr` (`EXT_IP` or `EXT_IP6`).
+    #[must_use]
+    pub fn tcp_peer_on(&self, client_netns: &Path, addr: SocketAddr) -> IpAddr {
         let listener = in_netns(&self.netns.path(), || TcpListener::bind(addr))
             .expect("enter external netns")
             .expect("bind on the external host");

@@ -299,3 +299,136 @@ pub fn icmp4_error(
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     l4_frame(src, dst, 1, &icmp)
 }
+
+/// Sum of the IPv6 pseudo-header of an upper-layer packet (RFC 8200 §8.1).
+fn pseudo6_sum(src: Ipv6Addr, dst: Ipv6Addr, next: u8, len: usize) -> u32 {
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src.octets());
+    pseudo.extend_from_slice(&dst.octets());
+    pseudo.extend_from_slice(&u32::try_from(len).expect("small").to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, next]);
+    sum16(&pseudo)
+}
+
+/// Ethernet + IPv6 (hop limit 64, no extension headers) around the upper-layer packet `l4`
+/// of next header `next`, whose checksum at `csum_at` is filled in here.
+fn l4_frame6(src: Ipv6Addr, dst: Ipv6Addr, next: u8, mut l4: Vec<u8>, csum_at: usize) -> Vec<u8> {
+    let c = fold(pseudo6_sum(src, dst, next, l4.len()) + sum16(&l4));
+    l4[csum_at..csum_at + 2].copy_from_slice(&c.to_be_bytes());
+    let mut f = eth(0x86dd);
+    f.extend_from_slice(&[0x60, 0, 0, 0]);
+    f.extend_from_slice(&u16::try_from(l4.len()).expect("small").to_be_bytes());
+    f.extend_from_slice(&[next, 64]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(&l4);
+    f
+}
+
+/// Ethernet + IPv6 + UDP from `src:sport` to `dst:dport`, valid checksum.
+#[must_use]
+pub fn udp6_ports(src: Ipv6Addr, sport: u16, dst: Ipv6Addr, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut udp = Vec::new();
+    udp.extend_from_slice(&sport.to_be_bytes());
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(
+        &u16::try_from(8 + payload.len())
+            .expect("small")
+            .to_be_bytes(),
+    );
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(payload);
+    l4_frame6(src, dst, 17, udp, 6)
+}
+
+/// Ethernet + IPv6 + TCP (20-byte header, flags `flags`) from `src:sport` to `dst:dport`.
+#[must_use]
+pub fn tcp6(
+    src: Ipv6Addr,
+    sport: u16,
+    dst: Ipv6Addr,
+    dport: u16,
+    flags: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut tcp = Vec::new();
+    tcp.extend_from_slice(&sport.to_be_bytes());
+    tcp.extend_from_slice(&dport.to_be_bytes());
+    tcp.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+    tcp.extend_from_slice(&0u32.to_be_bytes());
+    tcp.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    tcp.extend_from_slice(payload);
+    l4_frame6(src, dst, 6, tcp, 16)
+}
+
+/// Ethernet + IPv6 + ICMPv6 echo (`icmp_type` 128 = request, 129 = reply) with identifier `id`.
+#[must_use]
+pub fn icmp6_echo(src: Ipv6Addr, dst: Ipv6Addr, icmp_type: u8, id: u16, seq: u16) -> Vec<u8> {
+    let mut icmp = vec![icmp_type, 0, 0, 0];
+    icmp.extend_from_slice(&id.to_be_bytes());
+    icmp.extend_from_slice(&seq.to_be_bytes());
+    icmp.extend_from_slice(b"weft echo payload");
+    l4_frame6(src, dst, 58, icmp, 2)
+}
+
+/// Ethernet + IPv6 + ICMPv6 error (`icmp_type`/`code`, e.g. 2/0 "packet too big" with MTU
+/// 1280) from `src` to `dst` quoting the whole IPv6 packet of the Ethernet frame `quoted`.
+#[must_use]
+pub fn icmp6_error(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    icmp_type: u8,
+    code: u8,
+    quoted: &[u8],
+) -> Vec<u8> {
+    let mut icmp = vec![icmp_type, code, 0, 0];
+    icmp.extend_from_slice(&1280u32.to_be_bytes());
+    icmp.extend_from_slice(&quoted[14..]);
+    l4_frame6(src, dst, 58, icmp, 2)
+}
+
+/// The parts of an IPv6 frame (no extension headers) tests look at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ipv6View {
+    /// Source address.
+    pub src: Ipv6Addr,
+    /// Destination address.
+    pub dst: Ipv6Addr,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Next header.
+    pub next: u8,
+    /// Source port (TCP/UDP) or echo identifier (ICMPv6).
+    pub sport: u16,
+    /// Destination port (TCP/UDP) or echo identifier (ICMPv6).
+    pub dport: u16,
+    /// The L4 checksum verifies, pseudo-header included (TCP, UDP and ICMPv6 alike).
+    pub l4_csum_ok: bool,
+}
+
+/// Decode an Ethernet + IPv6 (+ TCP/UDP/ICMPv6) frame and verify its L4 checksum from scratch.
+#[must_use]
+pub fn view6(frame: &[u8]) -> Ipv6View {
+    let ip = &frame[14..54];
+    let l4 = &frame[54..];
+    let src: [u8; 16] = ip[8..24].try_into().expect("16");
+    let dst: [u8; 16] = ip[24..40].try_into().expect("16");
+    let next = ip[6];
+    let word = |b: &[u8], i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let (sport, dport) = match next {
+        58 => (word(l4, 4), word(l4, 4)),
+        6 | 17 => (word(l4, 0), word(l4, 2)),
+        _ => (0, 0),
+    };
+    let l4_csum_ok = matches!(next, 6 | 17 | 58)
+        && fold(pseudo6_sum(src.into(), dst.into(), next, l4.len()) + sum16(l4)) == 0;
+    Ipv6View {
+        src: src.into(),
+        dst: dst.into(),
+        hop_limit: ip[7],
+        next,
+        sport,
+        dport,
+        l4_csum_ok,
+    }
+}

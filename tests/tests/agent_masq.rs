@@ -5,10 +5,13 @@
 //! list` show what the agent programmed; an invalid edit of the ip-masq-agent file is reported
 //! with file and line and changes nothing, a valid one is applied without a restart; another
 //! node's CiliumNode document puts its address and pod CIDR into the IPCache (and takes them
-//! out again when it goes), so traffic to that CIDR keeps the pod address.
+//! out again when it goes), so traffic to that CIDR keeps the pod address. With
+//! `--enable-ipv6` the same holds for IPv6 (`enable-ipv6-masquerade` defaults to true): the
+//! device's IPv6 address is its IPv6 masquerade address, and switching the key off keeps the
+//! pods' IPv6 addresses.
 
 use std::{
-    net::IpAddr,
+    net::{IpAddr, SocketAddr},
     path::PathBuf,
     process::Command,
     time::{Duration, Instant},
@@ -20,13 +23,15 @@ use weft_tests::{
     NamedNetNs, ThreadNetNs,
     agent::{Agent, example_store},
     bin_path,
-    external::{External, NODE_DEV, NODE_IP},
+    external::{EXT_IP6, External, NODE_DEV, NODE_IP, NODE_IP6},
     require_root, run, unique,
 };
 
 struct Pod {
     netns: NamedNetNs,
     v4: IpAddr,
+    /// The IPv6 address, when the agent runs with `--enable-ipv6`.
+    v6: Option<IpAddr>,
 }
 
 fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
@@ -38,7 +43,7 @@ fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
         (ns, name),
     );
     assert_eq!(call.code, 0, "ADD {ns}/{name}: {}", call.stdout);
-    let v4 = call.stdout["ips"]
+    let ips: Vec<IpAddr> = call.stdout["ips"]
         .as_array()
         .expect("ips")
         .iter()
@@ -48,11 +53,12 @@ fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
                 .expect("address")
                 .parse::<IpNet>()
                 .expect("cidr")
+                .addr()
         })
-        .map(|n| n.addr())
-        .find(IpAddr::is_ipv4)
-        .expect("an IPv4 address");
-    Pod { netns, v4 }
+        .collect();
+    let v4 = *ips.iter().find(|ip| ip.is_ipv4()).expect("an IPv4 address");
+    let v6 = ips.iter().copied().find(IpAddr::is_ipv6);
+    Pod { netns, v4, v6 }
 }
 
 /// `weft-agent bpf <map> list -o json` against the agent's pins.
@@ -270,4 +276,70 @@ fn other_nodes_are_cluster_destinations(
         remote(&bpf_list(agent, "ipcache")) == (None, None)
     });
     assert_eq!(ext.tcp_peer(&web.netns.path(), 7205), IpAddr::V4(NODE_IP));
+}
+
+/// The agent with `--enable-ipv6` and the default-pool pod's IPv6 traffic: masqueraded to the
+/// device's IPv6 address (`enable-ipv6-masquerade` defaults to true), the `mars` pod's kept;
+/// with `--enable-ipv6-masquerade false` the device gets no IPv6 masquerade address and the
+/// default-pool pod keeps its IPv6 address too.
+#[test]
+fn agent_masquerades_ipv6_when_enabled() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let ext = External::new(&["fd00:200::/112", "fd00:201::/112"]);
+    for (v6_masq, port) in [(None, 7210), (Some("false"), 7220)] {
+        let mut args = vec![
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8,mars=4",
+            "--enable-ipv6",
+            "true",
+            "--enable-bpf-masquerade",
+            "true",
+            "--devices",
+            NODE_DEV,
+        ];
+        if let Some(value) = v6_masq {
+            args.extend(["--enable-ipv6-masquerade", value]);
+        }
+        let mut agent = Agent::new(&example_store(), &args);
+        agent.start();
+        let web = add(&agent, "default", "web");
+        let rover = add(&agent, "mars", "rover");
+        let (web6, rover6) = (web.v6.expect("web IPv6"), rover.v6.expect("rover IPv6"));
+        let masquerading = v6_masq.is_none();
+        let to = |p| SocketAddr::new(IpAddr::V6(EXT_IP6), p);
+        let expected = if masquerading {
+            IpAddr::V6(NODE_IP6)
+        } else {
+            web6
+        };
+        assert_eq!(
+            ext.tcp_peer_on(&web.netns.path(), to(port)),
+            expected,
+            "default pool, enable-ipv6-masquerade {v6_masq:?}"
+        );
+        assert_eq!(
+            ext.tcp_peer_on(&rover.netns.path(), to(port + 1)),
+            rover6,
+            "mars pool (skip-masquerade): pod IPv6"
+        );
+        let netdevs = bpf_list(&agent, "netdev");
+        let dev = row(&netdevs, "ifname", NODE_DEV).expect("wnode listed");
+        assert_eq!(dev["masq_v4"], NODE_IP.to_string());
+        let want_v6 = if masquerading {
+            Value::from(NODE_IP6.to_string())
+        } else {
+            Value::Null
+        };
+        assert_eq!(dev["masq_v6"], want_v6, "{netdevs:?}");
+        let nat = bpf_list(&agent, "nat");
+        let web6_rows = nat
+            .iter()
+            .filter(|r| r["saddr"] == web6.to_string() && r["to_addr"] == NODE_IP6.to_string())
+            .count();
+        assert_eq!(web6_rows > 0, masquerading, "{nat:?}");
+        drop(agent);
+    }
 }

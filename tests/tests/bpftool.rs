@@ -1,6 +1,7 @@
 //! Stock bpftool reads weft's pinned maps with field names (BTF maps): the endpoints map as
 //! JSON with `formatted` keys and values, and `map show` with the expected shape; the
-//! IPCache and exclusion tries (`prefix_len` + named key data), the NAT map (ports as numbers).
+//! IPCache and exclusion tries (`prefix_len` + named key data), the NAT maps of both families
+//! (ports as numbers).
 
 use std::{net::IpAddr, process::Command};
 
@@ -121,6 +122,23 @@ fn ipcache_masq_and_nat_maps_dump_with_named_fields() {
         flags: 0,
     };
     dp.upsert_nat4(&tuple, &entry).expect("nat");
+    let pod6: std::net::Ipv6Addr = "fd00:77::11".parse().expect("ip");
+    let tuple6 = agent_common::NatTuple6 {
+        daddr: std::net::Ipv6Addr::new(0x2606, 0x4700, 0, 0, 0, 0, 0, 0x1111).octets(),
+        saddr: pod6.octets(),
+        dport: 443,
+        sport: 40002,
+        nexthdr: agent_common::nat::IPPROTO_TCP,
+        flags: NAT_DIR_EGRESS,
+    };
+    let entry6 = agent_common::NatEntry6 {
+        created: 1,
+        to_addr: std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets(),
+        to_port: 40003,
+        flags: 0,
+        pad: [0; 4],
+    };
+    dp.upsert_nat6(&tuple6, &entry6).expect("nat6");
     let pins = node.config().pin_dir.clone();
 
     let dump = bpftool_json(&["map", "dump", "pinned"], &pins.join(maps::IPCACHE));
@@ -146,4 +164,16 @@ fn ipcache_masq_and_nat_maps_dump_with_named_fields() {
         serde_json::json!([172, 31, 0, 2]),
         "{dump}"
     );
+
+    let dump = bpftool_json(&["map", "dump", "pinned"], &pins.join(maps::NAT6));
+    let f = &dump[0]["formatted"];
+    assert_eq!(f["key"]["sport"], 40002, "ports print as numbers: {dump}");
+    assert_eq!(f["key"]["nexthdr"], 6, "{dump}");
+    assert_eq!(
+        f["key"]["saddr"],
+        serde_json::json!(pod6.octets()),
+        "{dump}"
+    );
+    assert_eq!(f["value"]["to_port"], 40003, "{dump}");
+    assert_eq!(f["value"]["to_addr"][3], 0xb8, "{dump}");
 }

@@ -4,7 +4,7 @@
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatTuple4, NetdevInfo, maps,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, maps,
 };
 use aya_obj::{
     Object,
@@ -66,6 +66,13 @@ fn maps_exist_with_the_abi_sizes() {
             size_of::<NatTuple4>(),
             size_of::<NatEntry4>(),
             maps::NAT4_MAX,
+        ),
+        (
+            maps::NAT6,
+            BPF_MAP_TYPE_LRU_HASH,
+            size_of::<NatTuple6>(),
+            size_of::<NatEntry6>(),
+            maps::NAT6_MAX,
         ),
         (
             maps::NETDEVS,

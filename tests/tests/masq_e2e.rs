@@ -4,7 +4,10 @@
 //! TCP-connect to the external host; the server reports the peer address it saw: the node IP
 //! when masqueraded, the pod IP for a no-SNAT endpoint or an excluded destination (the external
 //! host then routes the pod CIDR back via the node). Also: a masqueraded connection across ten
-//! datapath reloads (TCX and netlink), and 1000 concurrent UDP flows from four pods.
+//! datapath reloads (TCX and netlink), and 1000 concurrent UDP flows from four pods. The IPv6
+//! tests do the same over the link's IPv6 addresses (`2001:db8:44::2` on the node side, pods in
+//! `fd00:77::/64`): ICMPv6 echo, TCP and UDP leave as the node's IPv6 address, a no-SNAT pod
+//! keeps its own, and an ICMPv6 error about a masqueraded flow reaches the pod's socket.
 
 use std::{
     collections::BTreeSet,
@@ -13,14 +16,14 @@ use std::{
     time::Duration,
 };
 
-use agent_common::endpoint::ENDPOINT_F_NO_SNAT_V4;
+use agent_common::endpoint::{ENDPOINT_F_NO_SNAT_V4, ENDPOINT_F_NO_SNAT_V6};
 use weft_agent::{
     datapath::{AttachMode, NetdevConfig, netns::in_netns},
     masq::{MasqConfig, Masquerade},
 };
 use weft_tests::{
     Node,
-    external::{EXT_IP, External, NODE_DEV, NODE_IP},
+    external::{EXT_IP, EXT_IP6, External, NODE_DEV, NODE_IP, NODE_IP6},
 };
 
 /// The external host, with the datapath's native-device programs on the node side.
@@ -38,6 +41,133 @@ fn external(node: &mut Node) -> External {
     dp.ensure_world_ipcache().expect("world");
     dp.sync_host_ips(&[IpAddr::V4(NODE_IP)]).expect("host ips");
     ext
+}
+
+/// As [`external`], with IPv6 masquerading to [`NODE_IP6`] too; the external host routes the
+/// pods' IPv6 prefix back via the node.
+fn external6(node: &mut Node) -> External {
+    let ext = External::new(&["10.77.0.0/24", "fd00:77::/64"]);
+    let dp = &mut node.datapath;
+    dp.attach_netdev(
+        NODE_DEV,
+        &NetdevConfig {
+            masq_v4: Some(NODE_IP),
+            masq_v6: Some(NODE_IP6),
+        },
+    )
+    .expect("attach to_netdev/from_netdev");
+    dp.ensure_world_ipcache().expect("world");
+    dp.sync_host_ips(&[IpAddr::V4(NODE_IP), IpAddr::V6(NODE_IP6)])
+        .expect("host ips");
+    ext
+}
+
+/// Send one UDP datagram from inside `netns` to `to` and wait for its echo; returns the
+/// sending socket's port.
+fn udp_round_trip(netns: &std::path::Path, to: SocketAddr) -> u16 {
+    let socket = in_netns(netns, || UdpSocket::bind("[::]:0"))
+        .expect("enter pod netns")
+        .expect("bind");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    socket.send_to(b"ping6", to).expect("send");
+    let mut buf = [0u8; 8];
+    let (n, from) = socket.recv_from(&mut buf).expect("UDP echo back");
+    assert_eq!((&buf[..n], from), (&b"ping6"[..], to));
+    socket.local_addr().expect("local address").port()
+}
+
+#[test]
+fn ipv6_default_pool_pod_reaches_the_outside_as_the_node() {
+    let mut node = Node::new();
+    let pod = node.add_pod(10);
+    let ext = external6(&mut node);
+    assert!(
+        pod.ping(IpAddr::V6(EXT_IP6), 3, "0.05"),
+        "ICMPv6 echo through SNAT"
+    );
+    let tcp = SocketAddr::new(IpAddr::V6(EXT_IP6), 7120);
+    assert_eq!(
+        ext.tcp_peer_on(&pod.netns.path(), tcp),
+        IpAddr::V6(NODE_IP6),
+        "TCP server sees the node IPv6"
+    );
+    let udp = SocketAddr::new(IpAddr::V6(EXT_IP6), 7121);
+    let server = ext.udp_echo_server_on(udp, 1);
+    let _ = udp_round_trip(&pod.netns.path(), udp);
+    let senders = server.join().expect("server");
+    assert_eq!(senders.len(), 1);
+    assert_eq!(
+        senders[0].ip(),
+        IpAddr::V6(NODE_IP6),
+        "UDP server sees the node IPv6"
+    );
+    let counters = node.counters();
+    assert!(counters["snat"] >= 7, "{counters:?}");
+    assert!(counters["rev_snat"] >= 6, "{counters:?}");
+    let nat = node.datapath.list_nat().expect("nat list");
+    for proto in ["tcp", "udp", "icmpv6"] {
+        assert!(
+            nat.iter().any(|r| r.proto == proto
+                && r.direction == "egress"
+                && r.saddr == IpAddr::V6(pod.v6)
+                && r.to_addr == IpAddr::V6(NODE_IP6)),
+            "{proto}: {nat:?}"
+        );
+    }
+    // IPv4 from the same pod is still masqueraded to the IPv4 address.
+    assert_eq!(ext.tcp_peer(&pod.netns.path(), 7122), IpAddr::V4(NODE_IP));
+}
+
+#[test]
+fn ipv6_no_snat_endpoint_reaches_the_outside_with_its_own_address() {
+    let mut node = Node::new();
+    let pod = node.add_pod_with(11, ENDPOINT_F_NO_SNAT_V6, 5);
+    let ext = external6(&mut node);
+    assert!(pod.ping(IpAddr::V6(EXT_IP6), 2, "0.05"));
+    let tcp = SocketAddr::new(IpAddr::V6(EXT_IP6), 7123);
+    assert_eq!(
+        ext.tcp_peer_on(&pod.netns.path(), tcp),
+        IpAddr::V6(pod.v6),
+        "server sees the pod IPv6"
+    );
+    let udp = SocketAddr::new(IpAddr::V6(EXT_IP6), 7124);
+    let server = ext.udp_echo_server_on(udp, 1);
+    let port = udp_round_trip(&pod.netns.path(), udp);
+    assert_eq!(
+        server.join().expect("server"),
+        [SocketAddr::new(IpAddr::V6(pod.v6), port)],
+        "UDP server sees the pod IPv6 and port"
+    );
+    let counters = node.counters();
+    assert_eq!(counters["snat"], 0, "{counters:?}");
+    assert!(counters["snat_skip_endpoint"] >= 5, "{counters:?}");
+    assert!(counters["redirect_local"] >= 4, "{counters:?}");
+}
+
+/// The external host answers a masqueraded UDP datagram to a closed port with ICMPv6 "port
+/// unreachable" to the node's IPv6 address: `from_netdev` restores the quote and delivers it.
+#[test]
+fn icmpv6_errors_about_masqueraded_flows_reach_the_pod_socket() {
+    let mut node = Node::new();
+    let pod = node.add_pod(12);
+    let _ext = external6(&mut node);
+    let socket = in_netns(&pod.netns.path(), || UdpSocket::bind("[::]:0"))
+        .expect("enter pod netns")
+        .expect("bind");
+    socket
+        .connect(SocketAddr::new(IpAddr::V6(EXT_IP6), 9))
+        .expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("timeout");
+    socket.send(b"anyone?").expect("send");
+    let err = socket
+        .recv(&mut [0u8; 16])
+        .expect_err("no answer but an error");
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    assert!(node.counters()["rev_snat"] >= 1);
 }
 
 #[test]

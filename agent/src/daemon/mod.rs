@@ -116,7 +116,7 @@ pub enum DaemonError {
     /// Masquerading is on but no native device was given or found.
     #[error(
         "enable-bpf-masquerade is set but there is no native device: set `devices` (there is \
-         no IPv4 default route to pick one from)"
+         no IPv4 or IPv6 default route to pick one from)"
     )]
     NoNativeDevice,
     /// A native device named in `devices` does not exist.

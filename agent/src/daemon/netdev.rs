@@ -1,10 +1,10 @@
 //! The daemon's native devices, IPCache and masquerade exclusions: at start it fills the
 //! IPCache's world entries, attaches `to_netdev`/`from_netdev` to the native devices (given by
-//! `devices`, else the IPv4 default-route device) with their first IPv4 address as masquerade
-//! address when `enable-bpf-masquerade` is on (and detaches them when it is off), and applies
-//! the exclusions; on every sync it keeps the node's own addresses at `host` identity; when the
-//! ip-masq-agent file changes it re-reads it (a bad edit is logged with file and line and the
-//! exclusions in force stay).
+//! `devices`, else the IPv4 (else IPv6) default-route device) with their first IPv4 and first
+//! global IPv6 address as masquerade addresses when `enable-bpf-masquerade` is on (and detaches
+//! them when it is off), and applies the exclusions; on every sync it keeps the node's own
+//! addresses at `host` identity; when the ip-masq-agent file changes it re-reads it (a bad edit
+//! is logged with file and line and the exclusions in force stay).
 
 use std::{collections::BTreeSet, net::IpAddr};
 
@@ -67,18 +67,9 @@ pub(super) async fn setup(
             .ok_or_else(|| DaemonError::DeviceMissing {
                 device: device.clone(),
             })?;
-        let masq_v4 = addrs.iter().find_map(|ip| match ip {
-            IpAddr::V4(v4) if config.enable_ipv4 && config.enable_ipv4_masquerade => Some(*v4),
-            _ => None,
-        });
-        datapath.attach_netdev(
-            device,
-            &NetdevConfig {
-                masq_v4,
-                masq_v6: None,
-            },
-        )?;
-        info!(%device, masq_v4 = ?masq_v4, "native device: masquerading");
+        let netdev = masq_addresses(config, &addrs);
+        datapath.attach_netdev(device, &netdev)?;
+        info!(%device, masq_v4 = ?netdev.masq_v4, masq_v6 = ?netdev.masq_v6, "native device: masquerading");
         device_ips.extend(addrs);
     }
     let masq = Masquerade::new(MasqConfig::from_agent(config));
@@ -97,6 +88,23 @@ pub(super) async fn setup(
         masq: Some(masq),
         masq_error: None,
     })
+}
+
+/// The masquerade addresses of a native device with global addresses `addrs` (the kernel's
+/// order, primary first): its first IPv4 address with IPv4 masquerading on, its first global
+/// IPv6 address with IPv6 masquerading on (Cilium's `enable-ipv6-masquerade`, default true
+/// when `enable-ipv6` is). Link-local addresses never come here (`device_addresses` keeps
+/// global scope only).
+pub(super) fn masq_addresses(config: &AgentConfig, addrs: &[IpAddr]) -> NetdevConfig {
+    let masq_v4 = addrs.iter().find_map(|ip| match ip {
+        IpAddr::V4(v4) if config.enable_ipv4 && config.enable_ipv4_masquerade => Some(*v4),
+        _ => None,
+    });
+    let masq_v6 = addrs.iter().find_map(|ip| match ip {
+        IpAddr::V6(v6) if config.enable_ipv6 && config.enable_ipv6_masquerade => Some(*v6),
+        _ => None,
+    });
+    NetdevConfig { masq_v4, masq_v6 }
 }
 
 /// The node's own addresses: native devices, router (gateway) addresses, CiliumNode
@@ -146,5 +154,42 @@ pub(super) fn reload_masq(state: &mut State) {
                 state.net.masq_error = Some(text);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masquerade_addresses_follow_the_family_switches() {
+        let addrs: Vec<IpAddr> = ["192.0.2.7", "2001:db8::7", "192.0.2.8", "2001:db8::8"]
+            .iter()
+            .map(|a| a.parse().expect("ip"))
+            .collect();
+        let v4: Option<std::net::Ipv4Addr> = Some("192.0.2.7".parse().expect("ip"));
+        let v6: Option<std::net::Ipv6Addr> = Some("2001:db8::7".parse().expect("ip"));
+        let dual = AgentConfig {
+            enable_ipv6: true,
+            ..AgentConfig::default()
+        };
+        let got = masq_addresses(&dual, &addrs);
+        assert_eq!((got.masq_v4, got.masq_v6), (v4, v6), "first of each family");
+        let got = masq_addresses(&AgentConfig::default(), &addrs);
+        assert_eq!((got.masq_v4, got.masq_v6), (v4, None), "IPv6 disabled");
+        let no_v6_masq = AgentConfig {
+            enable_ipv6_masquerade: false,
+            ..dual.clone()
+        };
+        let got = masq_addresses(&no_v6_masq, &addrs);
+        assert_eq!((got.masq_v4, got.masq_v6), (v4, None));
+        let v6_only = AgentConfig {
+            enable_ipv4_masquerade: false,
+            ..dual
+        };
+        let got = masq_addresses(&v6_only, &addrs);
+        assert_eq!((got.masq_v4, got.masq_v6), (None, v6));
+        let got = masq_addresses(&v6_only, &addrs[..1]);
+        assert_eq!((got.masq_v4, got.masq_v6), (None, None), "no IPv6 address");
     }
 }

@@ -1,11 +1,15 @@
-//! Typed access to the IPv4 masquerade mappings (`LRU_HASH`, two entries per flow). The
-//! datapath makes and ages them; userspace lists them and, in tests and tools, pre-fills them.
+//! Typed access to the IPv4 and IPv6 masquerade mappings (one `LRU_HASH` per family, two
+//! entries per flow). The datapath makes and ages them; userspace lists them and, in tests and
+//! tools, pre-fills them.
 
-use std::{net::Ipv4Addr, time::Duration};
+use std::{net::IpAddr, time::Duration};
 
 use agent_common::{
-    NatEntry4, NatTuple4, maps,
-    nat::{IPPROTO_ICMP, IPPROTO_TCP, IPPROTO_UDP, NAT_DIR_EGRESS, NAT_F_HOST, NAT_F_INBOUND},
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, maps,
+    nat::{
+        IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, NAT_DIR_EGRESS, NAT_F_HOST,
+        NAT_F_INBOUND,
+    },
 };
 use aya::maps::{HashMap, MapData};
 use serde::Serialize;
@@ -18,20 +22,20 @@ use super::{
 /// One NAT entry, as the CLI prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NatRow {
-    /// `tcp`, `udp`, `icmp` (or the protocol number).
+    /// `tcp`, `udp`, `icmp`, `icmpv6` (or the protocol number).
     pub proto: String,
     /// `egress` (rewrites the source) or `ingress` (rewrites the destination of a reply).
     pub direction: &'static str,
     /// Source address of the tuple.
-    pub saddr: Ipv4Addr,
+    pub saddr: IpAddr,
     /// Source port (ICMP: identifier on egress, 0 on ingress).
     pub sport: u16,
     /// Destination address of the tuple.
-    pub daddr: Ipv4Addr,
+    pub daddr: IpAddr,
     /// Destination port (ICMP: 0 on egress, identifier on ingress).
     pub dport: u16,
     /// Address written into the packet.
-    pub to_addr: Ipv4Addr,
+    pub to_addr: IpAddr,
     /// Port (or ICMP identifier) written into the packet.
     pub to_port: u16,
     /// `snat`, `host` (a node socket's reserved port) or `inbound` (flow opened to the pod).
@@ -45,6 +49,7 @@ fn proto_name(proto: u8) -> String {
         IPPROTO_TCP => "tcp".into(),
         IPPROTO_UDP => "udp".into(),
         IPPROTO_ICMP => "icmp".into(),
+        IPPROTO_ICMPV6 => "icmpv6".into(),
         other => other.to_string(),
     }
 }
@@ -97,39 +102,82 @@ impl Datapath {
         }
     }
 
-    /// Every NAT entry, egress first, then by tuple.
+    fn nat6(&mut self) -> Result<HashMap<&mut MapData, NatTuple6, NatEntry6>, DatapathError> {
+        let map = self
+            .ebpf
+            .map_mut(maps::NAT6)
+            .ok_or(DatapathError::Missing {
+                kind: "map",
+                name: maps::NAT6,
+            })?;
+        HashMap::try_from(map).map_err(map_err(maps::NAT6, "opening"))
+    }
+
+    /// Write one IPv6 NAT entry (tests and tools; the datapath makes its own).
     ///
     /// # Errors
-    /// Iterating the map failed.
+    /// The write failed.
+    pub fn upsert_nat6(
+        &mut self,
+        tuple: &NatTuple6,
+        entry: &NatEntry6,
+    ) -> Result<(), DatapathError> {
+        self.nat6()?
+            .insert(tuple, entry, 0)
+            .map_err(map_err(maps::NAT6, "inserting"))
+    }
+
+    /// The IPv6 entry of `tuple`, if any.
+    ///
+    /// # Errors
+    /// The lookup failed for another reason than a miss.
+    pub fn nat6_entry(&mut self, tuple: &NatTuple6) -> Result<Option<NatEntry6>, DatapathError> {
+        match self.nat6()?.get(tuple, 0) {
+            Ok(entry) => Ok(Some(entry)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(source) => Err(DatapathError::Map {
+                map: maps::NAT6,
+                action: "looking up",
+                source: Box::new(source),
+            }),
+        }
+    }
+
+    /// Every NAT entry of both families, egress first, then by tuple (IPv4 before IPv6).
+    ///
+    /// # Errors
+    /// Iterating a map failed.
     pub fn list_nat(&mut self) -> Result<Vec<NatRow>, DatapathError> {
         let now = monotonic_now();
         let mut rows = Vec::new();
         for entry in &self.nat4()? {
             let (t, e) = entry.map_err(map_err(maps::NAT4, "iterating"))?;
-            let kind = if e.flags & NAT_F_HOST != 0 {
-                "host"
-            } else if e.flags & NAT_F_INBOUND != 0 {
-                "inbound"
-            } else {
-                "snat"
-            };
             rows.push(NatRow {
                 proto: proto_name(t.nexthdr),
-                direction: if t.flags == NAT_DIR_EGRESS {
-                    "egress"
-                } else {
-                    "ingress"
-                },
+                direction: direction_name(t.flags),
                 saddr: t.saddr.into(),
                 sport: t.sport,
                 daddr: t.daddr.into(),
                 dport: t.dport,
                 to_addr: e.to_addr.into(),
                 to_port: e.to_port,
-                kind,
-                age_secs: now
-                    .saturating_sub(Duration::from_nanos(e.created))
-                    .as_secs(),
+                kind: kind_name(e.flags),
+                age_secs: age_secs(now, e.created),
+            });
+        }
+        for entry in &self.nat6()? {
+            let (t, e) = entry.map_err(map_err(maps::NAT6, "iterating"))?;
+            rows.push(NatRow {
+                proto: proto_name(t.nexthdr),
+                direction: direction_name(t.flags),
+                saddr: t.saddr.into(),
+                sport: t.sport,
+                daddr: t.daddr.into(),
+                dport: t.dport,
+                to_addr: e.to_addr.into(),
+                to_port: e.to_port,
+                kind: kind_name(e.flags),
+                age_secs: age_secs(now, e.created),
             });
         }
         rows.sort_by(|a, b| {
@@ -144,4 +192,27 @@ impl Datapath {
         });
         Ok(rows)
     }
+}
+
+fn kind_name(flags: u16) -> &'static str {
+    if flags & NAT_F_HOST != 0 {
+        "host"
+    } else if flags & NAT_F_INBOUND != 0 {
+        "inbound"
+    } else {
+        "snat"
+    }
+}
+
+fn direction_name(flags: u8) -> &'static str {
+    if flags == NAT_DIR_EGRESS {
+        "egress"
+    } else {
+        "ingress"
+    }
+}
+
+/// Seconds between `created` (`bpf_ktime_get_ns`) and `now`.
+fn age_secs(now: Duration, created: u64) -> u64 {
+    now.saturating_sub(Duration::from_nanos(created)).as_secs()
 }

@@ -23,8 +23,7 @@ use super::{
 pub struct NetdevConfig {
     /// IPv4 address pod traffic leaving through the device is masqueraded to.
     pub masq_v4: Option<Ipv4Addr>,
-    /// IPv6 masquerade address: recorded in the map for IPv6 masquerade, which `to_netdev`
-    /// does not do yet (IPv6 pod traffic leaves unmasqueraded; the daemon leaves this `None`).
+    /// IPv6 address pod traffic leaving through the device is masqueraded to.
     pub masq_v6: Option<Ipv6Addr>,
 }
 

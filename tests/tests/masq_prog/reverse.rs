@@ -58,7 +58,7 @@ fn flows_the_outside_opens_to_a_pod_are_delivered_and_replied_unmasqueraded() {
 #[test]
 fn ipv6_to_a_local_pod_is_delivered_and_other_traffic_passes() {
     let mut node = node();
-    let pod6: std::net::Ipv6Addr = "fd00:77::11".parse().expect("ip");
+    let pod6: Ipv6Addr = "fd00:77::11".parse().expect("ip");
     node.datapath
         .upsert_endpoint(IpAddr::V6(pod6), &endpoint(0, 0))
         .expect("endpoint");

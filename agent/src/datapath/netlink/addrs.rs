@@ -1,6 +1,6 @@
 //! Read-only queries for the node's own addressing: the global addresses of a device (the
-//! masquerade addresses of a native device), the device of the IPv4 default route (the
-//! native device when none is configured, as Cilium's device detection picks it), and every
+//! masquerade addresses of a native device), the device of the IPv4 (else IPv6) default route
+//! (the native device when none is configured, as Cilium's device detection picks it), and every
 //! network the node sits on (global addresses with their prefixes, main-table routes), which
 //! the start-up checks keep pod CIDRs away from.
 
@@ -63,20 +63,38 @@ pub async fn device_addresses(ifname: &str) -> Result<Option<Vec<IpAddr>>, Netli
     Ok(Some(out))
 }
 
-/// Name of the device the IPv4 default route of the main table leaves through, if any.
+/// Name of the device the IPv4 default route of the main table leaves through, else the IPv6
+/// one's (an IPv6-only node), if any.
 ///
 /// # Errors
 /// Fails if netlink does.
 pub async fn default_route_device() -> Result<Option<String>, NetlinkError> {
     let handle = connect()?;
+    let mut oif =
+        default_route_oif(&handle, RouteMessageBuilder::<Ipv4Addr>::new().build()).await?;
+    if oif.is_none() {
+        oif = default_route_oif(&handle, RouteMessageBuilder::<Ipv6Addr>::new().build()).await?;
+    }
+    Ok(oif.and_then(|index| {
+        nix::net::if_::if_indextoname(index)
+            .ok()
+            .map(|n| n.to_string_lossy().into_owned())
+    }))
+}
+
+/// Output ifindex of the main table's default route of the family of `filter`.
+async fn default_route_oif(
+    handle: &Handle,
+    filter: RouteMessage,
+) -> Result<Option<u32>, NetlinkError> {
     let routes: Vec<_> = handle
         .route()
-        .get(RouteMessageBuilder::<Ipv4Addr>::new().build())
+        .get(filter)
         .execute()
         .try_collect()
         .await
         .map_err(|source| NetlinkError::GetRoute { source })?;
-    let oif = routes
+    Ok(routes
         .iter()
         .filter(|r| r.header.destination_prefix_length == 0 && r.header.table == RT_TABLE_MAIN)
         .find_map(|r| {
@@ -84,12 +102,7 @@ pub async fn default_route_device() -> Result<Option<String>, NetlinkError> {
                 RouteAttribute::Oif(index) => Some(*index),
                 _ => None,
             })
-        });
-    Ok(oif.and_then(|index| {
-        nix::net::if_::if_indextoname(index)
-            .ok()
-            .map(|n| n.to_string_lossy().into_owned())
-    }))
+        }))
 }
 
 /// One network the node sits on, as the kernel lists it.
