@@ -4,7 +4,10 @@
 use std::net::IpAddr;
 
 use agent_common::{Counter, EndpointInfo, EndpointKey, IfaceInfo, MacAddr, maps, reason};
-use aya::maps::{HashMap, MapData, MapError, PerCpuArray};
+use aya::{
+    Pod,
+    maps::{HashMap, MapData, MapError, PerCpuArray},
+};
 use serde::Serialize;
 
 use super::{Datapath, DatapathError};
@@ -86,28 +89,39 @@ pub(super) fn map_err(
 }
 
 impl Datapath {
+    /// The loaded hash (or LRU hash) map `name`, typed.
+    pub(super) fn hash_map<K: Pod, V: Pod>(
+        &mut self,
+        name: &'static str,
+    ) -> Result<HashMap<&mut MapData, K, V>, DatapathError> {
+        let map = self
+            .ebpf
+            .map_mut(name)
+            .ok_or(DatapathError::Missing { kind: "map", name })?;
+        HashMap::try_from(map).map_err(map_err(name, "opening"))
+    }
+
+    /// The value of `key` in hash map `name`, `None` on a miss.
+    pub(super) fn hash_get<K: Pod, V: Pod>(
+        &mut self,
+        name: &'static str,
+        key: &K,
+    ) -> Result<Option<V>, DatapathError> {
+        match self.hash_map::<K, V>(name)?.get(key, 0) {
+            Ok(value) => Ok(Some(value)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(source) => Err(map_err(name, "looking up")(source)),
+        }
+    }
+
     fn endpoints(
         &mut self,
     ) -> Result<HashMap<&mut MapData, EndpointKey, EndpointInfo>, DatapathError> {
-        let map = self
-            .ebpf
-            .map_mut(maps::ENDPOINTS)
-            .ok_or(DatapathError::Missing {
-                kind: "map",
-                name: maps::ENDPOINTS,
-            })?;
-        HashMap::try_from(map).map_err(map_err(maps::ENDPOINTS, "opening"))
+        self.hash_map(maps::ENDPOINTS)
     }
 
     fn ifaces(&mut self) -> Result<HashMap<&mut MapData, u32, IfaceInfo>, DatapathError> {
-        let map = self
-            .ebpf
-            .map_mut(maps::IFACES)
-            .ok_or(DatapathError::Missing {
-                kind: "map",
-                name: maps::IFACES,
-            })?;
-        HashMap::try_from(map).map_err(map_err(maps::IFACES, "opening"))
+        self.hash_map(maps::IFACES)
     }
 
     /// Insert or replace the endpoint for `ip`.

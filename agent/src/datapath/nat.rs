@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::{
     Datapath, DatapathError,
-    endpoints::{is_not_found, map_err},
+    endpoints::map_err,
 };
 
 /// One NAT entry, as the CLI prints it.
@@ -62,14 +62,7 @@ fn monotonic_now() -> Duration {
 
 impl Datapath {
     fn nat4(&mut self) -> Result<HashMap<&mut MapData, NatTuple4, NatEntry4>, DatapathError> {
-        let map = self
-            .ebpf
-            .map_mut(maps::NAT4)
-            .ok_or(DatapathError::Missing {
-                kind: "map",
-                name: maps::NAT4,
-            })?;
-        HashMap::try_from(map).map_err(map_err(maps::NAT4, "opening"))
+        self.hash_map(maps::NAT4)
     }
 
     /// Write one NAT entry (tests and tools; the datapath makes its own).
@@ -91,26 +84,11 @@ impl Datapath {
     /// # Errors
     /// The lookup failed for another reason than a miss.
     pub fn nat4_entry(&mut self, tuple: &NatTuple4) -> Result<Option<NatEntry4>, DatapathError> {
-        match self.nat4()?.get(tuple, 0) {
-            Ok(entry) => Ok(Some(entry)),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(source) => Err(DatapathError::Map {
-                map: maps::NAT4,
-                action: "looking up",
-                source: Box::new(source),
-            }),
-        }
+        self.hash_get(maps::NAT4, tuple)
     }
 
     fn nat6(&mut self) -> Result<HashMap<&mut MapData, NatTuple6, NatEntry6>, DatapathError> {
-        let map = self
-            .ebpf
-            .map_mut(maps::NAT6)
-            .ok_or(DatapathError::Missing {
-                kind: "map",
-                name: maps::NAT6,
-            })?;
-        HashMap::try_from(map).map_err(map_err(maps::NAT6, "opening"))
+        self.hash_map(maps::NAT6)
     }
 
     /// Write one IPv6 NAT entry (tests and tools; the datapath makes its own).
@@ -132,15 +110,7 @@ impl Datapath {
     /// # Errors
     /// The lookup failed for another reason than a miss.
     pub fn nat6_entry(&mut self, tuple: &NatTuple6) -> Result<Option<NatEntry6>, DatapathError> {
-        match self.nat6()?.get(tuple, 0) {
-            Ok(entry) => Ok(Some(entry)),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(source) => Err(DatapathError::Map {
-                map: maps::NAT6,
-                action: "looking up",
-                source: Box::new(source),
-            }),
-        }
+        self.hash_get(maps::NAT6, tuple)
     }
 
     /// Every NAT entry of both families, egress first, then by tuple (IPv4 before IPv6).

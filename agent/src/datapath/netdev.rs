@@ -59,14 +59,7 @@ pub struct NetdevRow {
 
 impl Datapath {
     fn netdevs(&mut self) -> Result<HashMap<&mut MapData, u32, NetdevInfo>, DatapathError> {
-        let map = self
-            .ebpf
-            .map_mut(maps::NETDEVS)
-            .ok_or(DatapathError::Missing {
-                kind: "map",
-                name: maps::NETDEVS,
-            })?;
-        HashMap::try_from(map).map_err(map_err(maps::NETDEVS, "opening"))
+        self.hash_map(maps::NETDEVS)
     }
 
     /// Make `ifname` a native device: record its masquerade addresses, then attach
