@@ -4,15 +4,17 @@
 
 use std::{
     io::Write as _,
+    net::IpAddr,
     os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
+use ipnet::IpNet;
 use serde_json::{Value, json};
 
-use crate::{bin_path, unique};
+use crate::{NamedNetNs, bin_path, unique};
 
 /// A running agent and its private directories (removed on drop, after killing it).
 #[derive(Debug)]
@@ -332,6 +334,104 @@ fn strip_ansi(text: &str) -> String {
         }
     }
     out
+}
+
+/// A pod wired through `weft-cni` by [`add`].
+#[derive(Debug)]
+pub struct Pod {
+    /// Its network namespace.
+    pub netns: NamedNetNs,
+    /// Its container id.
+    pub id: String,
+    /// Its Kubernetes namespace.
+    pub ns: String,
+    /// Its name.
+    pub name: String,
+    /// The addresses ADD returned.
+    pub ips: Vec<IpAddr>,
+}
+
+/// One ping from `from` to `to` (1 s timeout); whether it was answered.
+///
+/// # Panics
+/// If `ping` cannot be run.
+#[must_use]
+pub fn ping(from: &Pod, to: IpAddr) -> bool {
+    from.netns
+        .command("ping")
+        .args(["-n", "-q", "-c", "1", "-W", "1"])
+        .arg(to.to_string())
+        .stdout(Stdio::null())
+        .status()
+        .expect("ping")
+        .success()
+}
+
+/// The addresses in an ADD result (`ips[].address`, without the prefix length).
+///
+/// # Panics
+/// If the result has no `ips` list.
+#[must_use]
+pub fn ips_of(call: &CniCall) -> Vec<IpAddr> {
+    call.stdout["ips"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ips in result: {}", call.stdout))
+        .iter()
+        .map(|ip| {
+            ip["address"]
+                .as_str()
+                .expect("address")
+                .parse::<IpNet>()
+                .expect("cidr")
+                .addr()
+        })
+        .collect()
+}
+
+/// ADD `ns/name` in a fresh namespace; panics with the agent's answer when it fails. "Try
+/// again later" (11: the pool has not arrived yet) is retried for up to 10 s, as kubelet does.
+///
+/// # Panics
+/// If the ADD fails.
+#[must_use]
+pub fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
+    let netns = NamedNetNs::new();
+    let id = unique("ctr-");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let call = loop {
+        let call = agent.cni("ADD", &id, &netns.path().display().to_string(), (ns, name));
+        if call.stdout["code"] != 11 || Instant::now() > deadline {
+            break call;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(call.code, 0, "ADD {ns}/{name} failed: {}", call.stdout);
+    let ips = ips_of(&call);
+    Pod {
+        netns,
+        id,
+        ns: ns.to_owned(),
+        name: name.to_owned(),
+        ips,
+    }
+}
+
+/// DEL a pod.
+///
+/// # Panics
+/// If the DEL fails.
+pub fn del(agent: &Agent, pod: &Pod) {
+    let call = agent.cni(
+        "DEL",
+        &pod.id,
+        &pod.netns.path().display().to_string(),
+        (&pod.ns, &pod.name),
+    );
+    assert_eq!(
+        call.code, 0,
+        "DEL {}/{} failed: {}",
+        pod.ns, pod.name, call.stdout
+    );
 }
 
 /// Run `weft-cni` with exactly `env` and `stdin`.

@@ -7,7 +7,6 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::IpAddr,
     time::{Duration, Instant},
 };
 
@@ -15,54 +14,14 @@ use ipnet::IpNet;
 use serde_json::Value;
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
-    agent::{Agent, CniCall, cni_call_as, example_store},
+    agent::{Agent, Pod, add, cni_call_as, example_store, ips_of, ping},
     require_root,
 };
-
-/// A pod created through weft-cni.
-struct Pod {
-    netns: NamedNetNs,
-    id: String,
-    ns: String,
-    name: String,
-    ips: Vec<IpAddr>,
-}
 
 fn pod_doc(ns: &str, name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  nodeName: node1\n"
     )
-}
-
-fn ips_of(call: &CniCall) -> Vec<IpAddr> {
-    call.stdout["ips"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no ips in result: {}", call.stdout))
-        .iter()
-        .map(|ip| {
-            ip["address"]
-                .as_str()
-                .expect("address")
-                .parse::<IpNet>()
-                .expect("cidr")
-                .addr()
-        })
-        .collect()
-}
-
-fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
-    let netns = NamedNetNs::new();
-    let id = format!("ctr-{ns}-{name}");
-    let call = agent.cni("ADD", &id, &netns.path().display().to_string(), (ns, name));
-    assert_eq!(call.code, 0, "ADD {ns}/{name} failed: {}", call.stdout);
-    let ips = ips_of(&call);
-    Pod {
-        netns,
-        id,
-        ns: ns.to_owned(),
-        name: name.to_owned(),
-        ips,
-    }
 }
 
 fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
@@ -74,17 +33,6 @@ fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("timed out waiting for {what}");
-}
-
-fn ping(from: &Pod, to: IpAddr) -> bool {
-    from.netns
-        .command("ping")
-        .args(["-n", "-q", "-c", "1", "-W", "1"])
-        .arg(to.to_string())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("ping")
-        .success()
 }
 
 #[test]

@@ -6,17 +6,15 @@
 //! without an agent fails with the socket and how to start one.
 
 use std::{
-    net::IpAddr,
     path::Path,
     process::{Command, Output},
     time::{Duration, Instant},
 };
 
-use ipnet::IpNet;
 use serde_json::Value;
 use weft_tests::{
-    NamedNetNs, ThreadNetNs,
-    agent::{Agent, example_store, http_get},
+    ThreadNetNs,
+    agent::{Agent, add, del, example_store, http_get},
     bin_path, require_root, unique,
 };
 
@@ -65,29 +63,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-struct Pod {
-    netns: NamedNetNs,
-    ip: IpAddr,
-}
-
-fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
-    let netns = NamedNetNs::new();
-    let call = agent.cni(
-        "ADD",
-        &format!("ctr-{name}"),
-        &netns.path().display().to_string(),
-        (ns, name),
-    );
-    assert_eq!(call.code, 0, "ADD {ns}/{name}: {}", call.stdout);
-    let ip = call.stdout["ips"][0]["address"]
-        .as_str()
-        .expect("address")
-        .parse::<IpNet>()
-        .expect("cidr")
-        .addr();
-    Pod { netns, ip }
-}
-
 #[test]
 fn metrics_and_status_show_pods_allocations_and_datapath_counters() {
     require_root();
@@ -105,7 +80,7 @@ fn metrics_and_status_show_pods_allocations_and_datapath_counters() {
         .netns
         .command("ping")
         .args(["-n", "-q", "-c", "3", "-i", "0.2", "-W", "1"])
-        .arg(db.ip.to_string())
+        .arg(db.ips[0].to_string())
         .output()
         .expect("ping");
     assert!(ping.status.success(), "web → db: {}", text(&ping.stdout));
@@ -245,13 +220,7 @@ fn the_scrape_follows_a_del_and_counts_the_release() {
     agent.put_doc("ciliumnodes/node1.yaml", CLUSTER_POOL_NODE);
     agent.start();
     let web = add(&agent, "default", "web");
-    let del = agent.cni(
-        "DEL",
-        "ctr-web",
-        &web.netns.path().display().to_string(),
-        ("default", "web"),
-    );
-    assert_eq!(del.code, 0, "DEL: {}", del.stdout);
+    del(&agent, &web);
     let after = scrape(&agent);
     let pool = r#"{pool="default",family="ipv4"}"#;
     assert_eq!(

@@ -14,10 +14,7 @@ use agent_common::{
 use aya::maps::{HashMap, MapData};
 use serde::Serialize;
 
-use super::{
-    Datapath, DatapathError,
-    endpoints::map_err,
-};
+use super::{Datapath, DatapathError, endpoints::map_err};
 
 /// One NAT entry, as the CLI prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

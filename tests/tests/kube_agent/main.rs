@@ -10,19 +10,13 @@ mod metrics;
 mod two_nodes;
 
 use std::{
-    net::IpAddr,
     path::PathBuf,
     time::{Duration, Instant},
 };
 
-use ipnet::IpNet;
 use serde_json::{Value, json};
-use weft_tests::{
-    NamedNetNs,
-    agent::{Agent, CniCall},
-    kube::Emulator,
-    unique,
-};
+pub(crate) use weft_tests::agent::{Pod, add, del, ping};
+use weft_tests::{agent::Agent, kube::Emulator, unique};
 
 /// The debounce the tests run the agent with.
 pub(crate) const DEBOUNCE: Duration = Duration::from_secs(1);
@@ -129,71 +123,6 @@ impl Drop for Cluster {
     }
 }
 
-/// A pod wired through weft-cni.
-#[derive(Debug)]
-pub(crate) struct Pod {
-    pub(crate) netns: NamedNetNs,
-    pub(crate) id: String,
-    pub(crate) ns: String,
-    pub(crate) name: String,
-    pub(crate) ips: Vec<IpAddr>,
-}
-
-pub(crate) fn ips_of(call: &CniCall) -> Vec<IpAddr> {
-    call.stdout["ips"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no ips in result: {}", call.stdout))
-        .iter()
-        .map(|ip| {
-            ip["address"]
-                .as_str()
-                .expect("address")
-                .parse::<IpNet>()
-                .expect("cidr")
-                .addr()
-        })
-        .collect()
-}
-
-/// ADD `ns/name`; panics with the agent's answer when it fails. "Try again later" (11: the
-/// pool has not arrived from the API server yet) is retried for a while, as kubelet does.
-pub(crate) fn add(agent: &Agent, ns: &str, name: &str) -> Pod {
-    let netns = NamedNetNs::new();
-    let id = unique("ctr-");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let call = loop {
-        let call = agent.cni("ADD", &id, &netns.path().display().to_string(), (ns, name));
-        if call.stdout["code"] != 11 || Instant::now() > deadline {
-            break call;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert_eq!(call.code, 0, "ADD {ns}/{name} failed: {}", call.stdout);
-    let ips = ips_of(&call);
-    Pod {
-        netns,
-        id,
-        ns: ns.to_owned(),
-        name: name.to_owned(),
-        ips,
-    }
-}
-
-/// DEL a pod; panics when it fails.
-pub(crate) fn del(agent: &Agent, pod: &Pod) {
-    let call = agent.cni(
-        "DEL",
-        &pod.id,
-        &pod.netns.path().display().to_string(),
-        (&pod.ns, &pod.name),
-    );
-    assert_eq!(
-        call.code, 0,
-        "DEL {}/{} failed: {}",
-        pod.ns, pod.name, call.stdout
-    );
-}
-
 /// Poll `check` until it holds or `timeout` passes; the panic shows `what` and the last state.
 pub(crate) fn wait_for(
     what: &str,
@@ -210,17 +139,6 @@ pub(crate) fn wait_for(
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!("timed out after {timeout:?} waiting for {what}; last state: {last}");
-}
-
-pub(crate) fn ping(from: &Pod, to: IpAddr) -> bool {
-    from.netns
-        .command("ping")
-        .args(["-n", "-q", "-c", "1", "-W", "1"])
-        .arg(to.to_string())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("ping")
-        .success()
 }
 
 /// `spec.ipam.pool` with `count` addresses from `10.88.0.10` up (what a CRD-mode operator
