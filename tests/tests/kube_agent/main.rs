@@ -7,6 +7,7 @@
 mod faults;
 mod lifecycle;
 mod metrics;
+mod reliability;
 mod two_nodes;
 
 use std::{
