@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use futures::{Stream, StreamExt as _};
+use futures::{FutureExt as _, Stream, StreamExt as _};
 use kube::{
     Client,
     api::DynamicObject,
@@ -36,6 +36,8 @@ use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
 
 /// How many recent versions of the own CiliumNode are kept as write bases.
 const VERSIONS_KEPT: usize = 32;
+/// Most watch events folded into one published snapshot.
+const BATCH_MAX: usize = 4096;
 
 /// A store backed by the Kubernetes API.
 #[derive(Debug, Clone)]
@@ -278,74 +280,100 @@ async fn watch_loop(
     let resource = watch.resource();
     let mut stream = std::pin::pin!(stream);
     let mut buffer: Vec<Value> = Vec::new();
-    while let Some(item) = stream.next().await {
-        let event = match item {
-            Ok(event) => event,
-            Err(error) => {
-                if let Some(fatal) = refused(resource, &error) {
-                    warn!(error = %fatal, "giving up on this watch");
-                    inner.fatal.send_replace(Some(Arc::new(fatal)));
-                    return;
-                }
-                warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
-                continue;
-            }
-        };
+    while let Some(first) = stream.next().await {
         let mut reports = Vec::new();
         {
             let mut builder = lock(&inner.state);
-            match event {
-                Event::Init => buffer.clear(),
-                Event::InitApply(object) => {
-                    buffer.push(to_json(&object));
-                    continue;
-                }
-                Event::InitDone => {
-                    clear(&mut builder.snapshot, watch, &inner.node_name);
-                    for doc in buffer.drain(..) {
-                        apply(
+            // Every event the watch already has is folded in before one snapshot is published:
+            // a burst (a large cluster's CiliumEndpoints arriving, churn) costs one copy of the
+            // snapshot per batch instead of one per object.
+            let mut next = Some(first);
+            let (mut folded, mut changed) = (0, false);
+            while let Some(item) = next.take() {
+                match item {
+                    Ok(event) => {
+                        changed |= fold(
+                            &inner,
                             &mut builder,
-                            &inner.node_name,
                             watch,
-                            &doc,
-                            false,
+                            event,
+                            &mut buffer,
                             &mut reports,
                         );
                     }
-                    builder.synced.insert(watch);
+                    Err(error) => {
+                        if let Some(fatal) = refused(resource, &error) {
+                            warn!(error = %fatal, "giving up on this watch");
+                            inner.fatal.send_replace(Some(Arc::new(fatal)));
+                            return;
+                        }
+                        warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
+                    }
                 }
-                Event::Apply(object) => {
-                    let doc = to_json(&object);
-                    apply(
-                        &mut builder,
-                        &inner.node_name,
-                        watch,
-                        &doc,
-                        false,
-                        &mut reports,
-                    );
-                }
-                Event::Delete(object) => {
-                    let doc = to_json(&object);
-                    apply(
-                        &mut builder,
-                        &inner.node_name,
-                        watch,
-                        &doc,
-                        true,
-                        &mut reports,
-                    );
+                folded += 1;
+                if folded < BATCH_MAX {
+                    next = stream.next().now_or_never().flatten();
                 }
             }
-            let mut snapshot = builder.snapshot.clone();
-            snapshot.node_name.clone_from(&inner.node_name);
-            snapshot.synced = Watch::ALL.iter().all(|w| builder.synced.contains(w));
-            inner.snapshots.send_replace(Arc::new(snapshot));
+            if changed {
+                let mut snapshot = builder.snapshot.clone();
+                snapshot.node_name.clone_from(&inner.node_name);
+                snapshot.synced = Watch::ALL.iter().all(|w| builder.synced.contains(w));
+                inner.snapshots.send_replace(Arc::new(snapshot));
+            }
         }
         for (doc, reason) in reports {
             super::events::report_invalid(&inner.client, &doc, &reason).await;
         }
     }
+}
+
+/// Fold one watch event into the snapshot being built (a re-list is buffered until it is
+/// complete, then replaces what the watch delivered before). Whether the snapshot may have
+/// changed (a buffered object has not changed it yet).
+fn fold(
+    inner: &Inner,
+    builder: &mut Builder,
+    watch: Watch,
+    event: Event<DynamicObject>,
+    buffer: &mut Vec<Value>,
+    reports: &mut Vec<(Value, String)>,
+) -> bool {
+    match event {
+        Event::Init => buffer.clear(),
+        Event::InitApply(object) => {
+            buffer.push(to_json(&object));
+            return false;
+        }
+        Event::InitDone => {
+            clear(&mut builder.snapshot, watch, &inner.node_name);
+            for doc in buffer.drain(..) {
+                apply(builder, &inner.node_name, watch, &doc, false, reports);
+            }
+            builder.synced.insert(watch);
+        }
+        Event::Apply(object) => {
+            apply(
+                builder,
+                &inner.node_name,
+                watch,
+                &to_json(&object),
+                false,
+                reports,
+            );
+        }
+        Event::Delete(object) => {
+            apply(
+                builder,
+                &inner.node_name,
+                watch,
+                &to_json(&object),
+                true,
+                reports,
+            );
+        }
+    }
+    true
 }
 
 /// A watch error that means the agent lacks a permission.
