@@ -36,8 +36,8 @@ use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
 
 /// How many recent versions of the own CiliumNode are kept as write bases.
 const VERSIONS_KEPT: usize = 32;
-/// Most watch events folded into one published snapshot.
-const BATCH_MAX: usize = 4096;
+/// Least time between two snapshots a watch publishes during a burst of events.
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A store backed by the Kubernetes API.
 #[derive(Debug, Clone)]
@@ -280,47 +280,56 @@ async fn watch_loop(
     let resource = watch.resource();
     let mut stream = std::pin::pin!(stream);
     let mut buffer: Vec<Value> = Vec::new();
+    let mut last_publish: Option<tokio::time::Instant> = None;
     while let Some(first) = stream.next().await {
         let mut reports = Vec::new();
-        {
-            let mut builder = lock(&inner.state);
-            // Every event the watch already has is folded in before one snapshot is published:
-            // a burst (a large cluster's CiliumEndpoints arriving, churn) costs one copy of the
-            // snapshot per batch instead of one per object.
-            let mut next = Some(first);
-            let (mut folded, mut changed) = (0, false);
-            while let Some(item) = next.take() {
-                match item {
-                    Ok(event) => {
-                        changed |= fold(
-                            &inner,
-                            &mut builder,
-                            watch,
-                            event,
-                            &mut buffer,
-                            &mut reports,
-                        );
-                    }
-                    Err(error) => {
-                        if let Some(fatal) = refused(resource, &error) {
-                            warn!(error = %fatal, "giving up on this watch");
-                            inner.fatal.send_replace(Some(Arc::new(fatal)));
-                            return;
-                        }
-                        warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
-                    }
+        let mut changed = false;
+        let mut next = Some(first);
+        // A lone event is published at once. In a burst (a large cluster's CiliumEndpoints
+        // arriving, churn) events are folded in until PUBLISH_INTERVAL has passed since the
+        // last publish and none is ready: each publish copies the snapshot and re-syncs the
+        // daemon, so a burst of N objects must not cost N of them.
+        while let Some(item) = next.take() {
+            match item {
+                Ok(event) => {
+                    let mut builder = lock(&inner.state);
+                    changed |= fold(
+                        &inner,
+                        &mut builder,
+                        watch,
+                        event,
+                        &mut buffer,
+                        &mut reports,
+                    );
                 }
-                folded += 1;
-                if folded < BATCH_MAX {
-                    next = stream.next().now_or_never().flatten();
+                Err(error) => {
+                    if let Some(fatal) = refused(resource, &error) {
+                        warn!(error = %fatal, "giving up on this watch");
+                        inner.fatal.send_replace(Some(Arc::new(fatal)));
+                        return;
+                    }
+                    warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
                 }
             }
-            if changed {
-                let mut snapshot = builder.snapshot.clone();
-                snapshot.node_name.clone_from(&inner.node_name);
-                snapshot.synced = Watch::ALL.iter().all(|w| builder.synced.contains(w));
-                inner.snapshots.send_replace(Arc::new(snapshot));
-            }
+            let due = last_publish.map(|t| t + PUBLISH_INTERVAL);
+            next = match due {
+                Some(due) if tokio::time::Instant::now() < due => {
+                    tokio::time::timeout_at(due, stream.next())
+                        .await
+                        .ok()
+                        .flatten()
+                }
+                _ => stream.next().now_or_never().flatten(),
+            };
+        }
+        if changed {
+            let builder = lock(&inner.state);
+            let mut snapshot = builder.snapshot.clone();
+            snapshot.node_name.clone_from(&inner.node_name);
+            snapshot.synced = Watch::ALL.iter().all(|w| builder.synced.contains(w));
+            drop(builder);
+            inner.snapshots.send_replace(Arc::new(snapshot));
+            last_publish = Some(tokio::time::Instant::now());
         }
         for (doc, reason) in reports {
             super::events::report_invalid(&inner.client, &doc, &reason).await;
@@ -473,9 +482,13 @@ fn apply(
         Resource::CiliumNodeConfig => {
             decode(doc).map(|c| drop(snapshot.node_configs.insert((namespace, name.clone()), c)))
         }
-        Resource::CiliumEndpoint => {
-            decode(doc).map(|e| drop(snapshot.endpoints.insert((namespace, name.clone()), e)))
-        }
+        Resource::CiliumEndpoint => decode(doc).map(|e| {
+            drop(
+                snapshot
+                    .endpoints
+                    .insert((namespace, name.clone()), Arc::new(e)),
+            )
+        }),
         Resource::CiliumIdentity => {
             decode(doc).map(|i| drop(snapshot.identities.insert(name.clone(), i)))
         }
