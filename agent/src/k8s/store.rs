@@ -483,11 +483,8 @@ fn apply(
             decode(doc).map(|c| drop(snapshot.node_configs.insert((namespace, name.clone()), c)))
         }
         Resource::CiliumEndpoint => decode(doc).map(|e| {
-            drop(
-                snapshot
-                    .endpoints
-                    .insert((namespace, name.clone()), Arc::new(e)),
-            )
+            let key = (namespace, name.clone());
+            drop(snapshot.endpoints.insert(key, Arc::new(e)));
         }),
         Resource::CiliumIdentity => {
             decode(doc).map(|i| drop(snapshot.identities.insert(name.clone(), i)))

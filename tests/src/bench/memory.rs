@@ -153,6 +153,31 @@ fn feed_remote(emu: &Emulator, opts: &MemoryOptions) -> Result<()> {
     Ok(())
 }
 
+/// `count` pods (Pod objects, then ADD through `weft-cni`), each in its own namespace.
+fn wire_pods(emu: &Emulator, agent: &Agent, count: usize) -> Result<Vec<NamedNetNs>> {
+    let mut pods = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("pod-{i}");
+        emu.put(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "bench", "labels": {"app": format!("app-{}", i % 10)}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}]},
+        }));
+        let netns = NamedNetNs::new();
+        let call = agent.cni(
+            "ADD",
+            &unique("ctr-"),
+            &netns.path().display().to_string(),
+            ("bench", &name),
+        );
+        if call.code != 0 {
+            bail!("ADD {name} failed: {}", call.stdout);
+        }
+        pods.push(netns);
+    }
+    Ok(pods)
+}
+
 fn mib(kib: u64) -> f64 {
     // KiB counts of a process fit f64 exactly.
     #[expect(
@@ -161,6 +186,74 @@ fn mib(kib: u64) -> f64 {
     )]
     let kib = kib as f64;
     kib / 1024.0
+}
+
+/// What one run measured.
+struct Results {
+    /// Idle, with pods, with the remote entries.
+    readings: [Reading; 3],
+    /// IPCache entries at each reading.
+    ipcache: [u64; 3],
+    /// Time to create the remote objects in the API.
+    fed: Duration,
+    /// Time until they were all in the map.
+    converged: Duration,
+    /// The IPCache map's kernel memory, KiB.
+    ipcache_kib: u64,
+}
+
+fn print_results(opts: &MemoryOptions, r: &Results) -> Result<()> {
+    let per_1k = mib(r.readings[2].rss.saturating_sub(r.readings[1].rss))
+        / (f64::from(u32::try_from(opts.remote_entries)?) / 1000.0);
+    println!("weft-agent memory (release, kubernetes IPAM, API emulator)");
+    println!(
+        "{:<44} {:>10} {:>10} {:>9} {:>9}",
+        "state", "RSS MiB", "HWM MiB", "x idle", "IPCache"
+    );
+    let idle = r.readings[0];
+    for (state, reading, ipc) in [
+        ("idle (baseline)".to_owned(), r.readings[0], r.ipcache[0]),
+        (format!("{} pods", opts.pods), r.readings[1], r.ipcache[1]),
+        (
+            format!(
+                "{} pods + {} remote IPCache entries",
+                opts.pods, opts.remote_entries
+            ),
+            r.readings[2],
+            r.ipcache[2],
+        ),
+    ] {
+        println!(
+            "{state:<44} {:>10.1} {:>10.1} {:>9.2} {ipc:>9}",
+            mib(reading.rss),
+            mib(reading.hwm),
+            mib(reading.rss) / mib(idle.rss)
+        );
+    }
+    println!(
+        "RSS per 1k remote IPCache entries: {per_1k:.2} MiB ({} remote nodes, {} CiliumEndpoints; \
+         fed through the API in {:.1?}, all in the map {:.1?} after the first)",
+        opts.remote_nodes,
+        opts.remote_entries - 2 * opts.remote_nodes,
+        r.fed,
+        r.converged,
+    );
+    println!(
+        "IPCache map in kernel memory (not in RSS): {:.1} MiB",
+        mib(r.ipcache_kib)
+    );
+    println!(
+        "vs cilium-agent's documented {}-{} MiB: weft-agent at {} pods + {}k entries is {:.1} MiB \
+         ({:.0}%-{:.0}% of it)",
+        CILIUM_AGENT_MIB.0,
+        CILIUM_AGENT_MIB.1,
+        opts.pods,
+        opts.remote_entries / 1000,
+        mib(r.readings[2].rss),
+        100.0 * mib(r.readings[2].rss) / f64::from(u32::try_from(CILIUM_AGENT_MIB.1)?),
+        100.0 * mib(r.readings[2].rss) / f64::from(u32::try_from(CILIUM_AGENT_MIB.0)?),
+    );
+    Ok(())
 }
 
 /// Measure, print, clean up.
@@ -195,34 +288,15 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
         ],
     );
     agent.spawn();
-    agent.wait_ready(Duration::from_secs(60));
+    agent.wait_ready(Duration::from_mins(1));
     let pid = agent.pid().context("the agent exited")?;
     std::thread::sleep(SETTLE);
     let idle = read_memory(pid)?;
     let ipcache_idle = map_entries(&agent, agent_common::maps::IPCACHE)?;
     eprintln!("idle: {idle:?}");
 
-    let mut pods = Vec::with_capacity(opts.pods);
     let started = Instant::now();
-    for i in 0..opts.pods {
-        let name = format!("pod-{i}");
-        emu.put(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "bench", "labels": {"app": format!("app-{}", i % 10)}},
-            "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}]},
-        }));
-        let netns = NamedNetNs::new();
-        let call = agent.cni(
-            "ADD",
-            &unique("ctr-"),
-            &netns.path().display().to_string(),
-            ("bench", &name),
-        );
-        if call.code != 0 {
-            bail!("ADD {name} failed: {}", call.stdout);
-        }
-        pods.push(netns);
-    }
+    let pods = wire_pods(&emu, &agent, opts.pods)?;
     let wired = started.elapsed();
     std::thread::sleep(SETTLE);
     let with_pods = read_memory(pid)?;
@@ -233,7 +307,7 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
     feed_remote(&emu, opts)?;
     let fed = started.elapsed();
     let want = ipcache_pods + u64::try_from(opts.remote_entries)?;
-    let deadline = Instant::now() + Duration::from_secs(600);
+    let deadline = Instant::now() + Duration::from_mins(10);
     let mut entries = ipcache_pods;
     while entries < want {
         ensure!(
@@ -241,7 +315,8 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
             "the IPCache holds {entries} entries, not {want}, after 10 minutes"
         );
         ensure!(agent.running(), "the agent exited:\n{}", agent.log());
-        std::thread::sleep(Duration::from_millis(500));
+        // A scrape walks every map (the IPCache key by key): poll rarely.
+        std::thread::sleep(Duration::from_secs(2));
         entries = map_entries(&agent, agent_common::maps::IPCACHE)?;
     }
     let converged = started.elapsed();
@@ -250,53 +325,16 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
     let ipcache_kib = map_kib(&agent, agent_common::maps::IPCACHE)?;
     eprintln!("{} remote entries: {with_remote:?}", opts.remote_entries);
 
-    let per_1k = mib(with_remote.rss.saturating_sub(with_pods.rss))
-        / (f64::from(u32::try_from(opts.remote_entries)?) / 1000.0);
-    println!("weft-agent memory (release, kubernetes IPAM, API emulator)");
-    println!(
-        "{:<44} {:>10} {:>10} {:>9} {:>9}",
-        "state", "RSS MiB", "HWM MiB", "x idle", "IPCache"
-    );
-    for (state, r, ipc) in [
-        ("idle (baseline)".to_owned(), idle, ipcache_idle),
-        (format!("{} pods", opts.pods), with_pods, ipcache_pods),
-        (
-            format!(
-                "{} pods + {} remote IPCache entries",
-                opts.pods, opts.remote_entries
-            ),
-            with_remote,
-            entries,
-        ),
-    ] {
-        println!(
-            "{state:<44} {:>10.1} {:>10.1} {:>9.2} {ipc:>9}",
-            mib(r.rss),
-            mib(r.hwm),
-            mib(r.rss) / mib(idle.rss)
-        );
-    }
-    println!(
-        "RSS per 1k remote IPCache entries: {per_1k:.2} MiB ({} remote nodes, {} CiliumEndpoints; \
-         fed through the API in {fed:.1?}, all in the map {converged:.1?} after the first)",
-        opts.remote_nodes,
-        opts.remote_entries - 2 * opts.remote_nodes
-    );
-    println!(
-        "IPCache map in kernel memory (not in RSS): {:.1} MiB",
-        mib(ipcache_kib)
-    );
-    println!(
-        "vs cilium-agent's documented {}-{} MiB: weft-agent at {} pods + {}k entries is {:.1} MiB \
-         ({:.0}%-{:.0}% of it)",
-        CILIUM_AGENT_MIB.0,
-        CILIUM_AGENT_MIB.1,
-        opts.pods,
-        opts.remote_entries / 1000,
-        mib(with_remote.rss),
-        100.0 * mib(with_remote.rss) / f64::from(u32::try_from(CILIUM_AGENT_MIB.1)?),
-        100.0 * mib(with_remote.rss) / f64::from(u32::try_from(CILIUM_AGENT_MIB.0)?),
-    );
+    print_results(
+        opts,
+        &Results {
+            readings: [idle, with_pods, with_remote],
+            ipcache: [ipcache_idle, ipcache_pods, entries],
+            fed,
+            converged,
+            ipcache_kib,
+        },
+    )?;
     drop(agent);
     drop(pods);
     Ok(())

@@ -31,6 +31,10 @@ use super::{
 
 /// How long a hold keeps the agent inside a step.
 const HOLD_MS: u64 = 300;
+/// ADD/DEL cycles of the churn test.
+const CYCLES: usize = 1000;
+/// Pings per pair in the rolling-restart test (20 s at 10 ms).
+const COUNT: u32 = 2000;
 
 /// Host-side veths (`wft…`) in the calling thread's network namespace.
 fn veths() -> BTreeSet<String> {
@@ -157,6 +161,61 @@ impl Step {
     }
 }
 
+/// No address owned twice; every live pod has its endpoint and IPCache entries, veth, record,
+/// passes CHECK and answers a ping; nothing else is left.
+fn assert_consistent(cluster: &Cluster, agent: &Agent, live: &[Pod]) {
+    // No address is owned twice, by the pods that survived or by the ones added after.
+    let ips: Vec<IpAddr> = live.iter().flat_map(|p| p.ips.clone()).collect();
+    let distinct: BTreeSet<IpAddr> = ips.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        ips.len(),
+        "an address is owned twice: {ips:?}"
+    );
+    // Every live pod has its address, endpoint entry and veth, and nothing else is left.
+    let want: BTreeSet<String> = distinct.iter().map(ToString::to_string).collect();
+    assert_eq!(endpoint_ips(agent), want, "endpoints map vs the live pods");
+    // The IPCache holds a host entry for each live pod and the router, none for a gone pod.
+    let router: BTreeSet<String> = super::used(&cluster.cilium_node("node-k").expect("node"))
+        .into_iter()
+        .filter(|(_, owner)| owner == "router")
+        .map(|(ip, _)| format!("{ip}/32"))
+        .collect();
+    let pod_range: ipnet::IpNet = "10.88.0.0/24".parse().expect("cidr");
+    let in_ipcache: BTreeSet<String> = ipcache_prefixes(agent)
+        .into_iter()
+        .filter(|p| {
+            p.parse::<ipnet::IpNet>()
+                .is_ok_and(|p| p.prefix_len() == 32 && pod_range.contains(&p))
+        })
+        .filter(|p| !router.contains(p))
+        .collect();
+    let want_ipcache: BTreeSet<String> = want.iter().map(|ip| format!("{ip}/32")).collect();
+    assert_eq!(
+        in_ipcache, want_ipcache,
+        "IPCache host entries vs the live pods"
+    );
+    let want_veths: BTreeSet<String> = live.iter().map(|p| host_ifname(&p.id, "eth0")).collect();
+    assert_eq!(veths(), want_veths, "veths vs the live pods");
+    assert_eq!(
+        records(agent),
+        live.len(),
+        "one endpoint record per live pod"
+    );
+    for pod in live {
+        let check = agent.cni(
+            "CHECK",
+            &pod.id,
+            &pod.netns.path().display().to_string(),
+            (&pod.ns, &pod.name),
+        );
+        assert_eq!(check.code, 0, "CHECK {}: {}", pod.name, check.stdout);
+    }
+    for pod in &live[1..] {
+        assert!(ping(&live[0], pod.ips[0]), "{} answers", pod.name);
+    }
+}
+
 #[test]
 fn sigkill_inside_add_map_update_and_status_write_loses_and_duplicates_nothing() {
     require_root();
@@ -235,56 +294,7 @@ fn sigkill_inside_add_map_update_and_status_write_loses_and_duplicates_nothing()
         live.push(add(&agent, "web", &format!("after{i}")));
     }
 
-    // No address is owned twice, by the pods that survived or by the ones added after.
-    let ips: Vec<IpAddr> = live.iter().flat_map(|p| p.ips.clone()).collect();
-    let distinct: BTreeSet<IpAddr> = ips.iter().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        ips.len(),
-        "an address is owned twice: {ips:?}"
-    );
-    // Every live pod has its address, endpoint entry and veth, and nothing else is left.
-    let want: BTreeSet<String> = distinct.iter().map(ToString::to_string).collect();
-    assert_eq!(endpoint_ips(&agent), want, "endpoints map vs the live pods");
-    // The IPCache holds a host entry for each live pod and the router, none for a gone pod.
-    let router: BTreeSet<String> = super::used(&cluster.cilium_node("node-k").expect("node"))
-        .into_iter()
-        .filter(|(_, owner)| owner == "router")
-        .map(|(ip, _)| format!("{ip}/32"))
-        .collect();
-    let pod_range: ipnet::IpNet = "10.88.0.0/24".parse().expect("cidr");
-    let in_ipcache: BTreeSet<String> = ipcache_prefixes(&agent)
-        .into_iter()
-        .filter(|p| {
-            p.parse::<ipnet::IpNet>()
-                .is_ok_and(|p| p.prefix_len() == 32 && pod_range.contains(&p))
-        })
-        .filter(|p| !router.contains(p))
-        .collect();
-    let want_ipcache: BTreeSet<String> = want.iter().map(|ip| format!("{ip}/32")).collect();
-    assert_eq!(
-        in_ipcache, want_ipcache,
-        "IPCache host entries vs the live pods"
-    );
-    let want_veths: BTreeSet<String> = live.iter().map(|p| host_ifname(&p.id, "eth0")).collect();
-    assert_eq!(veths(), want_veths, "veths vs the live pods");
-    assert_eq!(
-        records(&agent),
-        live.len(),
-        "one endpoint record per live pod"
-    );
-    for pod in &live {
-        let check = agent.cni(
-            "CHECK",
-            &pod.id,
-            &pod.netns.path().display().to_string(),
-            (&pod.ns, &pod.name),
-        );
-        assert_eq!(check.code, 0, "CHECK {}: {}", pod.name, check.stdout);
-    }
-    for pod in &live[1..] {
-        assert!(ping(&live[0], pod.ips[0]), "{} answers", pod.name);
-    }
+    assert_consistent(&cluster, &agent, &live);
     wait_for(
         "status.ipam.used to equal the live pods",
         DEBOUNCE * 10,
@@ -323,10 +333,63 @@ fn gauge(agent: &Agent, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {name} in /metrics:\n{body}"))
 }
 
+/// A failed ADD of container `id` (pod `name`) in `netns` answered the datapath error for an
+/// injected fault and left neither veth nor pod interface; the point it failed at.
+fn assert_rolled_back(netns: &NamedNetNs, id: &str, name: &str, call: &CniCall) -> &'static str {
+    let details = call.stdout["details"].as_str().unwrap_or_default();
+    let point = ["veth", "routes", "map-update"]
+        .into_iter()
+        .find(|p| details.contains(&format!("fault injected at {p} ")))
+        .unwrap_or_else(|| {
+            panic!(
+                "ADD {name} failed without an injected fault: {}",
+                call.stdout
+            )
+        });
+    let host = host_ifname(id, "eth0");
+    let left = Command::new("ip")
+        .args(["link", "show", "dev", &host])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("ip link");
+    assert!(
+        !left.success(),
+        "failed ADD {name} at {point} left veth {host}"
+    );
+    let inside = Command::new("ip")
+        .args(["-n", &netns.name, "link", "show", "eth0"])
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("ip -n link");
+    assert!(
+        !inside.success(),
+        "failed ADD {name} at {point} left eth0 in the pod"
+    );
+    point
+}
+
+/// CHECK, then DEL, every pod left in `slots`; how many of each.
+fn check_and_del(agent: &Agent, slots: &mut [Slot]) -> (u32, u32) {
+    let (mut checks, mut dels) = (0, 0);
+    for slot in slots {
+        let netns = slot.netns.path().display().to_string();
+        if let Some((id, name)) = slot.current.take() {
+            let check = agent.cni("CHECK", &id, &netns, ("web", &name));
+            assert_eq!(check.code, 0, "CHECK {name}: {}", check.stdout);
+            checks += 1;
+            let call = agent.cni("DEL", &id, &netns, ("web", &name));
+            assert_eq!(call.code, 0, "DEL {name}: {}", call.stdout);
+            dels += 1;
+        }
+    }
+    (checks, dels)
+}
+
 #[test]
 fn a_thousand_add_del_cycles_with_datapath_failures_leak_nothing() {
     require_root();
-    const CYCLES: usize = 1000;
     let _node = ThreadNetNs::new();
     let cluster = Cluster::start();
     // 7% at each of three points inside the datapath step: about one ADD in five fails.
@@ -370,52 +433,12 @@ fn a_thousand_add_del_cycles_with_datapath_failures_leak_nothing() {
             "ADD {name}: {}",
             call.stdout
         );
-        let details = call.stdout["details"].as_str().unwrap_or_default();
-        let point = ["veth", "routes", "map-update"]
-            .into_iter()
-            .find(|p| details.contains(&format!("fault injected at {p} ")))
-            .unwrap_or_else(|| {
-                panic!(
-                    "ADD {name} failed without an injected fault: {}",
-                    call.stdout
-                )
-            });
-        *failed.entry(point).or_default() += 1;
-        let host = host_ifname(&id, "eth0");
-        let left = Command::new("ip")
-            .args(["link", "show", "dev", &host])
-            .stderr(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .expect("ip link");
-        assert!(
-            !left.success(),
-            "failed ADD {name} at {point} left veth {host}"
-        );
-        let inside = Command::new("ip")
-            .args(["-n", &slot.netns.name, "link", "show", "eth0"])
-            .stderr(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .expect("ip -n link");
-        assert!(
-            !inside.success(),
-            "failed ADD {name} at {point} left eth0 in the pod"
-        );
+        *failed
+            .entry(assert_rolled_back(&slot.netns, &id, &name, &call))
+            .or_default() += 1;
     }
-    // The survivors work, then go.
-    let mut check_calls = 0;
-    for slot in &mut slots {
-        let netns = slot.netns.path().display().to_string();
-        if let Some((id, name)) = slot.current.take() {
-            let check = agent.cni("CHECK", &id, &netns, ("web", &name));
-            assert_eq!(check.code, 0, "CHECK {name}: {}", check.stdout);
-            check_calls += 1;
-            let call = agent.cni("DEL", &id, &netns, ("web", &name));
-            assert_eq!(call.code, 0, "DEL {name}: {}", call.stdout);
-            dels += 1;
-        }
-    }
+    let (check_calls, last_dels) = check_and_del(&agent, &mut slots);
+    dels += last_dels;
     let churn = started.elapsed();
     let fails: u32 = failed.values().sum();
     assert!(
@@ -533,7 +556,6 @@ impl Drop for Pinger {
 #[test]
 fn rolling_agent_restarts_under_a_10ms_ping_lose_nothing() {
     require_root();
-    const COUNT: u32 = 2000;
     let mut nodes = two_nodes();
     let pa = add(&nodes.a1, "web", "a");
     let pb = add(&nodes.a2, "web", "b");

@@ -119,11 +119,11 @@ pub(super) fn two_nodes() -> TwoNodes {
     a1.wait_ready(Duration::from_secs(30));
     a2.wait_ready(Duration::from_secs(30));
     TwoNodes {
-        cluster,
-        n1,
         a1,
         a2,
+        cluster,
         remote_kubeconfig,
+        n1,
         n2,
     }
 }
