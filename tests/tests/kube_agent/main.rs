@@ -8,6 +8,7 @@ mod faults;
 mod lifecycle;
 mod metrics;
 mod reliability;
+mod restarts;
 mod two_nodes;
 
 use std::{
