@@ -7,6 +7,7 @@ pub mod config;
 pub mod crd;
 pub mod daemon;
 pub mod datapath;
+pub mod faults;
 pub mod fsutil;
 pub mod identity;
 pub mod ipam;

@@ -65,6 +65,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Run(args) => {
+            if let Some(rules) = weft_agent::faults::init()? {
+                tracing::warn!(
+                    ?rules,
+                    "{} is set: faults are injected on purpose; never set it outside tests",
+                    weft_agent::faults::ENV
+                );
+            }
             let opts = DaemonOptions {
                 node_name: args.node_name,
                 store: match args.store {

@@ -35,6 +35,8 @@ pub struct Agent {
     pub kubeconfig: Option<PathBuf>,
     /// The node name (`--node-name`).
     pub node_name: String,
+    /// Extra environment for the next [`Agent::spawn`] (e.g. `WEFT_TEST_FAULTS`).
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
     base: PathBuf,
 }
@@ -64,6 +66,7 @@ impl Agent {
             flags: flags.iter().map(|f| (*f).to_owned()).collect(),
             kubeconfig: None,
             node_name: "node1".to_owned(),
+            env: Vec::new(),
             child: None,
             base,
         }
@@ -84,6 +87,7 @@ impl Agent {
             flags: flags.iter().map(|f| (*f).to_owned()).collect(),
             kubeconfig: Some(kubeconfig.to_path_buf()),
             node_name: node_name.to_owned(),
+            env: Vec::new(),
             child: None,
             base,
         }
@@ -123,6 +127,7 @@ impl Agent {
             .arg(&self.delete_queue)
             .args(&self.flags)
             .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log)
             .env_remove("KUBECONFIG")
@@ -203,6 +208,12 @@ impl Agent {
             .unwrap_or_else(|| panic!("no {message:?} with an address in the log:\n{log}"))
             .trim()
             .to_owned()
+    }
+
+    /// The agent's process id, while it runs.
+    #[must_use]
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Is the agent process alive?

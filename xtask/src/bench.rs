@@ -39,6 +39,9 @@ pub enum BenchTarget {
     /// `ctr run --cni --rm … true` round trips on Debian's containerd through weft against
     /// the bridge plugin (`weft-tests` binary `bench-runtime`).
     Runtime,
+    /// `weft-agent`'s RSS at idle, with 110 pods and with 100k IPCache entries fed through the
+    /// Kubernetes API emulator (`weft-tests` binary `bench-memory`).
+    Memory,
 }
 
 impl BenchTarget {
@@ -49,13 +52,14 @@ impl BenchTarget {
             Self::Ipam => ("weft-tests", "bench-ipam"),
             Self::Masq => ("weft-tests", "bench-masq"),
             Self::Runtime => ("weft-tests", "bench-runtime"),
+            Self::Memory => ("weft-tests", "bench-memory"),
         }
     }
 
     /// Whether the benchmark runs the release `weft-agent` and `weft-cni` binaries, which
     /// `cargo run -p weft-tests` does not build.
     pub fn needs_agent_binaries(self) -> bool {
-        matches!(self, Self::Runtime)
+        matches!(self, Self::Runtime | Self::Memory)
     }
 }
 

@@ -24,6 +24,7 @@ use crate::{
     crd::pool::CiliumPodIPPool,
     datapath::{
         Datapath, DatapathError, PodSpec, host_ifname,
+        ipcache::host_prefix,
         netns::{self, NetNsError},
     },
     ipam::{
@@ -544,11 +545,15 @@ async fn link_alive(name: &str) -> bool {
     !matches!(crate::datapath::netlink::link_index(name).await, Ok(None))
 }
 
-/// Remove the endpoint entries of `addrs`, and the interface entries they point at, that
-/// `remove_pod` left behind. When the sandbox died before the DEL its veth died with it, and
-/// `remove_pod` cannot tell which entries were its; containerd deletes the task, and with it
-/// the network namespace, before it calls DEL, so that is its normal case.
-fn purge_endpoints(datapath: &mut Datapath, addrs: &[RecordAddr]) -> Result<(), DatapathError> {
+/// Remove the endpoint entries of `addrs`, the interface entries they point at, and their
+/// IPCache host entries, that `remove_pod` left behind. When the sandbox died before the DEL its
+/// veth died with it, and `remove_pod` cannot tell which entries were its; containerd deletes
+/// the task, and with it the network namespace, before it calls DEL, so that is its normal case
+/// (and a pod that vanished while the agent was down is the same at start-up).
+pub(super) fn purge_endpoints(
+    datapath: &mut Datapath,
+    addrs: &[RecordAddr],
+) -> Result<(), DatapathError> {
     let (ours, others): (Vec<_>, Vec<_>) = datapath
         .list_endpoints()?
         .into_iter()
@@ -560,6 +565,10 @@ fn purge_endpoints(datapath: &mut Datapath, addrs: &[RecordAddr]) -> Result<(), 
         if !others.iter().any(|other| other.ifindex == row.ifindex) {
             datapath.remove_iface(row.ifindex)?;
         }
+    }
+    // The addresses are this attachment's until released: no one else's entry is removed.
+    for a in addrs {
+        datapath.remove_ipcache(host_prefix(a.ip))?;
     }
     Ok(())
 }

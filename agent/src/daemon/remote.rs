@@ -229,8 +229,8 @@ mod tests {
                 ("n2".into(), node("n2", "192.0.2.2", "10.2.0.0/24")),
             ]),
             endpoints: BTreeMap::from([
-                (("web".into(), "b".into()), cep),
-                (("web".into(), "a".into()), own_cep),
+                (("web".into(), "b".into()), std::sync::Arc::new(cep)),
+                (("web".into(), "a".into()), std::sync::Arc::new(own_cep)),
             ]),
             ..Snapshot::default()
         }

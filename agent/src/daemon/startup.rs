@@ -146,6 +146,10 @@ async fn unrestored(
             {
                 warn!(%error, container = %record.container_id, "unwiring a vanished pod");
             }
+            // Its veth may be gone with its netns: drop its map entries by address.
+            if let Err(error) = super::ops::purge_endpoints(&mut state.datapath, &record.addrs) {
+                warn!(error = %super::chain(&error), container = %record.container_id, "removing a vanished pod's map entries");
+            }
             records.remove(&record.container_id, &record.ifname)?;
             continue;
         }

@@ -158,6 +158,9 @@ pub enum DatapathError {
         #[source]
         source: Box<aya::maps::MapError>,
     },
+    /// A test injected a failure (`WEFT_TEST_FAULTS`).
+    #[error(transparent)]
+    Injected(#[from] crate::faults::Injected),
     /// The pod's interfaces could not be built.
     #[error("wiring pod interface {host_ifname}")]
     Netlink {

@@ -10,6 +10,8 @@ use std::{
 use agent_common::EndpointInfo;
 use tracing::warn;
 
+use crate::faults::{self, Point};
+
 use super::{
     Datapath, DatapathError,
     ipcache::{IpcacheEntry, host_prefix},
@@ -92,6 +94,7 @@ impl Datapath {
         host: &str,
         iface: &PodIface,
     ) -> Result<(), DatapathError> {
+        faults::hit(Point::Routes)?;
         self.attach_from_container(host)?;
         self.upsert_iface(iface.host_ifindex, iface.host_mac)?;
         let info = EndpointInfo {
@@ -106,6 +109,7 @@ impl Datapath {
         };
         for ip in spec.addrs {
             self.upsert_endpoint(*ip, &info)?;
+            faults::hit(Point::MapUpdate)?;
             self.upsert_ipcache(host_prefix(*ip), &IpcacheEntry::identity(spec.identity))?;
         }
         Ok(())

@@ -71,6 +71,9 @@ pub enum K8sError {
         #[source]
         source: kube::Error,
     },
+    /// A test injected a failure (`WEFT_TEST_FAULTS`).
+    #[error(transparent)]
+    Injected(#[from] crate::faults::Injected),
     /// An object the API server returned does not decode.
     #[error("{resource}: {reason}")]
     Decode {

@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use futures::{Stream, StreamExt as _};
+use futures::{FutureExt as _, Stream, StreamExt as _};
 use kube::{
     Client,
     api::DynamicObject,
@@ -36,6 +36,8 @@ use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
 
 /// How many recent versions of the own CiliumNode are kept as write bases.
 const VERSIONS_KEPT: usize = 32;
+/// Least time between two snapshots a watch publishes during a burst of events.
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A store backed by the Kubernetes API.
 #[derive(Debug, Clone)]
@@ -278,74 +280,109 @@ async fn watch_loop(
     let resource = watch.resource();
     let mut stream = std::pin::pin!(stream);
     let mut buffer: Vec<Value> = Vec::new();
-    while let Some(item) = stream.next().await {
-        let event = match item {
-            Ok(event) => event,
-            Err(error) => {
-                if let Some(fatal) = refused(resource, &error) {
-                    warn!(error = %fatal, "giving up on this watch");
-                    inner.fatal.send_replace(Some(Arc::new(fatal)));
-                    return;
-                }
-                warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
-                continue;
-            }
-        };
+    let mut last_publish: Option<tokio::time::Instant> = None;
+    while let Some(first) = stream.next().await {
         let mut reports = Vec::new();
-        {
-            let mut builder = lock(&inner.state);
-            match event {
-                Event::Init => buffer.clear(),
-                Event::InitApply(object) => {
-                    buffer.push(to_json(&object));
-                    continue;
+        let mut changed = false;
+        let mut next = Some(first);
+        // A lone event is published at once. In a burst (a large cluster's CiliumEndpoints
+        // arriving, churn) events are folded in until PUBLISH_INTERVAL has passed since the
+        // last publish and none is ready: each publish copies the snapshot and re-syncs the
+        // daemon, so a burst of N objects must not cost N of them.
+        while let Some(item) = next.take() {
+            match item {
+                Ok(event) => {
+                    let mut builder = lock(&inner.state);
+                    changed |= fold(
+                        &inner,
+                        &mut builder,
+                        watch,
+                        event,
+                        &mut buffer,
+                        &mut reports,
+                    );
                 }
-                Event::InitDone => {
-                    clear(&mut builder.snapshot, watch, &inner.node_name);
-                    for doc in buffer.drain(..) {
-                        apply(
-                            &mut builder,
-                            &inner.node_name,
-                            watch,
-                            &doc,
-                            false,
-                            &mut reports,
-                        );
+                Err(error) => {
+                    if let Some(fatal) = refused(resource, &error) {
+                        warn!(error = %fatal, "giving up on this watch");
+                        inner.fatal.send_replace(Some(Arc::new(fatal)));
+                        return;
                     }
-                    builder.synced.insert(watch);
-                }
-                Event::Apply(object) => {
-                    let doc = to_json(&object);
-                    apply(
-                        &mut builder,
-                        &inner.node_name,
-                        watch,
-                        &doc,
-                        false,
-                        &mut reports,
-                    );
-                }
-                Event::Delete(object) => {
-                    let doc = to_json(&object);
-                    apply(
-                        &mut builder,
-                        &inner.node_name,
-                        watch,
-                        &doc,
-                        true,
-                        &mut reports,
-                    );
+                    warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
                 }
             }
+            let due = last_publish.map(|t| t + PUBLISH_INTERVAL);
+            next = match due {
+                Some(due) if tokio::time::Instant::now() < due => {
+                    tokio::time::timeout_at(due, stream.next())
+                        .await
+                        .ok()
+                        .flatten()
+                }
+                _ => stream.next().now_or_never().flatten(),
+            };
+        }
+        if changed {
+            let builder = lock(&inner.state);
             let mut snapshot = builder.snapshot.clone();
             snapshot.node_name.clone_from(&inner.node_name);
             snapshot.synced = Watch::ALL.iter().all(|w| builder.synced.contains(w));
+            drop(builder);
             inner.snapshots.send_replace(Arc::new(snapshot));
+            last_publish = Some(tokio::time::Instant::now());
         }
         for (doc, reason) in reports {
             super::events::report_invalid(&inner.client, &doc, &reason).await;
         }
     }
+}
+
+/// Fold one watch event into the snapshot being built (a re-list is buffered until it is
+/// complete, then replaces what the watch delivered before). Whether the snapshot may have
+/// changed (a buffered object has not changed it yet).
+fn fold(
+    inner: &Inner,
+    builder: &mut Builder,
+    watch: Watch,
+    event: Event<DynamicObject>,
+    buffer: &mut Vec<Value>,
+    reports: &mut Vec<(Value, String)>,
+) -> bool {
+    match event {
+        Event::Init => buffer.clear(),
+        Event::InitApply(object) => {
+            buffer.push(to_json(&object));
+            return false;
+        }
+        Event::InitDone => {
+            clear(&mut builder.snapshot, watch, &inner.node_name);
+            for doc in buffer.drain(..) {
+                apply(builder, &inner.node_name, watch, &doc, false, reports);
+            }
+            builder.synced.insert(watch);
+        }
+        Event::Apply(object) => {
+            apply(
+                builder,
+                &inner.node_name,
+                watch,
+                &to_json(&object),
+                false,
+                reports,
+            );
+        }
+        Event::Delete(object) => {
+            apply(
+                builder,
+                &inner.node_name,
+                watch,
+                &to_json(&object),
+                true,
+                reports,
+            );
+        }
+    }
+    true
 }
 
 /// A watch error that means the agent lacks a permission.
@@ -445,9 +482,10 @@ fn apply(
         Resource::CiliumNodeConfig => {
             decode(doc).map(|c| drop(snapshot.node_configs.insert((namespace, name.clone()), c)))
         }
-        Resource::CiliumEndpoint => {
-            decode(doc).map(|e| drop(snapshot.endpoints.insert((namespace, name.clone()), e)))
-        }
+        Resource::CiliumEndpoint => decode(doc).map(|e| {
+            let key = (namespace, name.clone());
+            drop(snapshot.endpoints.insert(key, Arc::new(e)));
+        }),
         Resource::CiliumIdentity => {
             decode(doc).map(|i| drop(snapshot.identities.insert(name.clone(), i)))
         }

@@ -101,6 +101,7 @@ async fn write_once(inner: &Inner, write: &NodeWrite, base: &str) -> Result<bool
         }
         let pp = PostParams::default();
         let answer = if status_changed {
+            crate::faults::hit_async(crate::faults::Point::StatusWrite).await?;
             api.replace_status(
                 &inner.node_name,
                 &pp,

@@ -44,8 +44,9 @@ pub struct Snapshot {
     pub pods: BTreeMap<(String, String), Pod>,
     /// Namespaces by name.
     pub namespaces: BTreeMap<String, Namespace>,
-    /// CiliumEndpoints of every node by (namespace, name) (Kubernetes only).
-    pub endpoints: BTreeMap<(String, String), CiliumEndpoint>,
+    /// CiliumEndpoints of every node by (namespace, name) (Kubernetes only). Shared between
+    /// snapshot copies: a large cluster has one decoded copy of each, not one per snapshot.
+    pub endpoints: BTreeMap<(String, String), Arc<CiliumEndpoint>>,
     /// CiliumIdentities by name (the numeric identity; Kubernetes only).
     pub identities: BTreeMap<String, CiliumIdentity>,
     /// Documents that exist but could not be read, with the reason (never overwritten).

@@ -4,6 +4,7 @@
 pub mod alloc;
 pub mod ipam;
 pub mod masq;
+pub mod memory;
 pub mod net;
 pub mod prog;
 pub mod runtime;

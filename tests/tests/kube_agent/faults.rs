@@ -15,13 +15,13 @@ use weft_tests::{
 use super::{Cluster, DEBOUNCE, Pod, add, crd_pool, del, ping, used, wait_for};
 
 /// What `status.ipam.used` must become: the live pods' addresses and one router.
-fn expected_used(live: &[Pod]) -> BTreeMap<String, String> {
+pub(super) fn expected_used(live: &[Pod]) -> BTreeMap<String, String> {
     live.iter()
         .map(|p| (p.ips[0].to_string(), format!("{}/{}", p.ns, p.name)))
         .collect()
 }
 
-fn converged(cluster: &Cluster, node: &str, live: &[Pod]) -> Result<(), String> {
+pub(super) fn converged(cluster: &Cluster, node: &str, live: &[Pod]) -> Result<(), String> {
     let doc = cluster.cilium_node(node).ok_or("no CiliumNode")?;
     // Restored addresses carry Cilium's " [restored]" owner suffix.
     let mut used: BTreeMap<String, String> = used(&doc)

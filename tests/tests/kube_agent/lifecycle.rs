@@ -14,6 +14,8 @@ fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
     let _node = ThreadNetNs::new();
     let cluster = Cluster::start();
     let mut agent = cluster.agent("node-a", &["--ipam", "kubernetes"]);
+    // Every crate at trace level: the bearer token must still appear nowhere in the log.
+    agent.env.push(("RUST_LOG".into(), "trace".into()));
     agent.spawn();
     // No v1.Node yet: the agent waits (and says so) instead of failing.
     wait_for(
@@ -71,6 +73,15 @@ fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
     let pod = add(&agent, "default", "web-0");
     let cidr: ipnet::IpNet = "10.77.0.0/24".parse().expect("cidr");
     assert!(pod.ips.iter().all(|ip| cidr.contains(ip)), "{:?}", pod.ips);
+    let log = agent.log();
+    assert!(
+        log.contains("TRACE") && log.contains("ciliumnodes"),
+        "the log is at trace level and shows API requests"
+    );
+    assert!(
+        !log.contains(cluster.emu.token().expect("the emulator requires a token")),
+        "the bearer token leaked into the log"
+    );
 }
 
 #[test]

@@ -7,6 +7,8 @@
 mod faults;
 mod lifecycle;
 mod metrics;
+mod reliability;
+mod restarts;
 mod two_nodes;
 
 use std::{
@@ -15,7 +17,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-pub(crate) use weft_tests::agent::{Pod, add, del, ping};
+pub(crate) use weft_tests::agent::{Pod, add, del, ips_of, ping};
 use weft_tests::{agent::Agent, kube::Emulator, unique};
 
 /// The debounce the tests run the agent with.

@@ -21,7 +21,7 @@ fn node_ns() -> NamedNetNs {
     ns
 }
 
-fn bpf_list(agent: &Agent, map: &str) -> Vec<Value> {
+pub(super) fn bpf_list(agent: &Agent, map: &str) -> Vec<Value> {
     let out = run(Command::new(bin_path("weft-agent"))
         .arg("--pin-dir")
         .arg(&agent.pin_dir)
@@ -50,14 +50,14 @@ fn published(cluster: &Cluster) -> BTreeMap<String, u64> {
 
 /// Two node namespaces joined by a veth (`192.0.2.1` / `192.0.2.2`), the API server on node 1,
 /// and an agent per node (kubernetes IPAM, direct routes, BPF masquerade on the link), ready.
-struct TwoNodes {
+pub(super) struct TwoNodes {
     // Fields drop in order: agents first, then the API server, then the namespaces.
-    a1: Agent,
-    a2: Agent,
-    cluster: Cluster,
+    pub(super) a1: Agent,
+    pub(super) a2: Agent,
+    pub(super) cluster: Cluster,
     remote_kubeconfig: std::path::PathBuf,
-    n1: NamedNetNs,
-    _n2: NamedNetNs,
+    pub(super) n1: NamedNetNs,
+    pub(super) n2: NamedNetNs,
 }
 
 impl Drop for TwoNodes {
@@ -66,7 +66,7 @@ impl Drop for TwoNodes {
     }
 }
 
-fn two_nodes() -> TwoNodes {
+pub(super) fn two_nodes() -> TwoNodes {
     let n1 = node_ns();
     let n2 = node_ns();
     // The API server lives on node 1 (reached there over loopback, from node 2 over the link).
@@ -119,12 +119,12 @@ fn two_nodes() -> TwoNodes {
     a1.wait_ready(Duration::from_secs(30));
     a2.wait_ready(Duration::from_secs(30));
     TwoNodes {
-        cluster,
-        n1,
         a1,
         a2,
+        cluster,
         remote_kubeconfig,
-        _n2: n2,
+        n1,
+        n2,
     }
 }
 

@@ -178,6 +178,9 @@ pub enum NetlinkError {
         #[source]
         source: rtnetlink::Error,
     },
+    /// A test injected a failure (`WEFT_TEST_FAULTS`).
+    #[error(transparent)]
+    Injected(#[from] crate::faults::Injected),
     /// Deleting a link failed.
     #[error("cannot delete link {ifname}")]
     DeleteLink {
@@ -297,6 +300,7 @@ async fn configure(
     spec: &PodIfaceSpec<'_>,
     peer: &str,
 ) -> Result<PodIface, NetlinkError> {
+    crate::faults::hit_async(crate::faults::Point::Veth).await?;
     let peer_index = require_link(node, peer).await?.header.index;
     let move_msg = LinkUnspec::new_with_index(peer_index).setns_by_fd(pod_ns.as_raw_fd());
     let change = format!("move into network namespace {}", spec.netns.display());
