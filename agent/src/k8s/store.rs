@@ -38,6 +38,9 @@ use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
 const VERSIONS_KEPT: usize = 32;
 /// Least time between two snapshots a watch publishes during a burst of events.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+/// Most events folded into one snapshot once [`PUBLISH_INTERVAL`] has passed, so that a watch
+/// whose next event is always ready still publishes.
+const BATCH_MAX: usize = 4096;
 
 /// A store backed by the Kubernetes API.
 #[derive(Debug, Clone)]
@@ -285,10 +288,12 @@ async fn watch_loop(
         let mut reports = Vec::new();
         let mut changed = false;
         let mut next = Some(first);
+        let mut folded = 0;
         // A lone event is published at once. In a burst (a large cluster's CiliumEndpoints
         // arriving, churn) events are folded in until PUBLISH_INTERVAL has passed since the
-        // last publish and none is ready: each publish copies the snapshot and re-syncs the
-        // daemon, so a burst of N objects must not cost N of them.
+        // last publish and then while one is ready, up to BATCH_MAX: each publish copies the
+        // snapshot and re-syncs the daemon, so a burst of N objects must not cost N of them,
+        // and a watch that never pauses must still publish.
         while let Some(item) = next.take() {
             match item {
                 Ok(event) => {
@@ -311,6 +316,7 @@ async fn watch_loop(
                     warn!(%error, resource = resource.plural(), "watch failed; retrying with backoff");
                 }
             }
+            folded += 1;
             let due = last_publish.map(|t| t + PUBLISH_INTERVAL);
             next = match due {
                 Some(due) if tokio::time::Instant::now() < due => {
@@ -319,7 +325,8 @@ async fn watch_loop(
                         .ok()
                         .flatten()
                 }
-                _ => stream.next().now_or_never().flatten(),
+                _ if folded < BATCH_MAX => stream.next().now_or_never().flatten(),
+                _ => None,
             };
         }
         if changed {
