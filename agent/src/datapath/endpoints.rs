@@ -101,6 +101,18 @@ impl Datapath {
         HashMap::try_from(map).map_err(map_err(name, "opening"))
     }
 
+    /// Insert or replace `key` → `value` in hash map `name`.
+    pub(super) fn hash_insert<K: Pod, V: Pod>(
+        &mut self,
+        name: &'static str,
+        key: &K,
+        value: &V,
+    ) -> Result<(), DatapathError> {
+        self.hash_map::<K, V>(name)?
+            .insert(key, value, 0)
+            .map_err(map_err(name, "inserting"))
+    }
+
     /// The value of `key` in hash map `name`, `None` on a miss.
     pub(super) fn hash_get<K: Pod, V: Pod>(
         &mut self,

@@ -71,9 +71,7 @@ impl Datapath {
         tuple: &NatTuple4,
         entry: &NatEntry4,
     ) -> Result<(), DatapathError> {
-        self.nat4()?
-            .insert(tuple, entry, 0)
-            .map_err(map_err(maps::NAT4, "inserting"))
+        self.hash_insert(maps::NAT4, tuple, entry)
     }
 
     /// The entry of `tuple`, if any.
@@ -97,9 +95,7 @@ impl Datapath {
         tuple: &NatTuple6,
         entry: &NatEntry6,
     ) -> Result<(), DatapathError> {
-        self.nat6()?
-            .insert(tuple, entry, 0)
-            .map_err(map_err(maps::NAT6, "inserting"))
+        self.hash_insert(maps::NAT6, tuple, entry)
     }
 
     /// The IPv6 entry of `tuple`, if any.

@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use rtnetlink::{
     Handle, RouteMessageBuilder,
     packet_route::{
-        address::{AddressAttribute, AddressScope},
+        address::{AddressAttribute, AddressMessage, AddressScope},
         route::{RouteAddress, RouteAttribute, RouteMessage, RouteType},
     },
 };
@@ -48,15 +48,7 @@ pub async fn device_addresses(ifname: &str) -> Result<Option<Vec<IpAddr>>, Netli
         if msg.header.scope != AddressScope::Universe {
             continue;
         }
-        let local = msg.attributes.iter().find_map(|a| match a {
-            AddressAttribute::Local(ip) => Some(*ip),
-            _ => None,
-        });
-        let address = msg.attributes.iter().find_map(|a| match a {
-            AddressAttribute::Address(ip) => Some(*ip),
-            _ => None,
-        });
-        if let Some(ip) = local.or(address) {
+        if let Some(ip) = own_address(&msg) {
             out.push(ip);
         }
     }
@@ -138,15 +130,7 @@ pub async fn host_networks() -> Result<Vec<HostNetwork>, NetlinkError> {
         if msg.header.scope != AddressScope::Universe {
             continue;
         }
-        let local = msg.attributes.iter().find_map(|a| match a {
-            AddressAttribute::Local(ip) => Some(*ip),
-            _ => None,
-        });
-        let address = msg.attributes.iter().find_map(|a| match a {
-            AddressAttribute::Address(ip) => Some(*ip),
-            _ => None,
-        });
-        let Some(ip) = local.or(address) else {
+        let Some(ip) = own_address(&msg) else {
             continue;
         };
         let Ok(cidr) = IpNet::new(ip, msg.header.prefix_len) else {
@@ -209,6 +193,19 @@ async fn routes(handle: &Handle, query: RouteMessage) -> Result<Vec<HostNetwork>
         });
     }
     Ok(out)
+}
+
+/// The node's own address in an address message: `IFA_LOCAL`, else `IFA_ADDRESS` (they differ
+/// on point-to-point links, where the local one is ours).
+fn own_address(msg: &AddressMessage) -> Option<IpAddr> {
+    let attr = |local: bool| {
+        msg.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Local(ip) if local => Some(*ip),
+            AddressAttribute::Address(ip) if !local => Some(*ip),
+            _ => None,
+        })
+    };
+    attr(true).or_else(|| attr(false))
 }
 
 fn device_name(index: u32) -> String {
