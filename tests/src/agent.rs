@@ -193,13 +193,15 @@ impl Agent {
         http_get(&self.logged_addr("serving /healthz and /readyz"), path)
     }
 
-    /// The `addr=` field of the first log line containing `message` (a bound listener).
+    /// The `addr=` field of the last log line containing `message` (a bound listener of the
+    /// running agent: the log is kept across restarts).
     #[must_use]
     pub fn logged_addr(&self, message: &str) -> String {
         let log = self.log();
         let plain: String = strip_ansi(&log);
         plain
             .lines()
+            .rev()
             .find_map(|l| {
                 l.contains(message)
                     .then(|| l.rsplit("addr=").next())

@@ -82,7 +82,7 @@ async fn pass(
         let first = snapshot
             .own_node()
             .and_then(|n| super::remote::node_ips(n).first().map(ToString::to_string))
-            .or_else(|| node_ip.iter().next().cloned())
+            .or_else(|| node_ip.iter().next().map(ToString::to_string))
             .unwrap_or_default();
         for ep in &endpoints {
             let id = resolved[&(ep.namespace.clone(), ep.name.clone())];
@@ -99,13 +99,15 @@ async fn pass(
 
 /// The node's addresses as other nodes reach it (the own CiliumNode's `spec.addresses`, then
 /// the native devices).
-pub(super) async fn own_ips(daemon: &Daemon, snapshot: &Snapshot) -> BTreeSet<String> {
-    let mut ips: Vec<IpAddr> = snapshot
+pub(super) async fn own_ips(daemon: &Daemon, snapshot: &Snapshot) -> BTreeSet<IpAddr> {
+    let mut ips: BTreeSet<IpAddr> = snapshot
         .own_node()
         .map(super::remote::node_ips)
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     ips.extend(daemon.state.lock().await.net.device_ips.iter().copied());
-    ips.iter().map(ToString::to_string).collect()
+    ips
 }
 
 /// The local pods from the endpoint records, with their labels from the store.

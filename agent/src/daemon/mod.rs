@@ -175,10 +175,10 @@ pub(crate) struct State {
     pub(crate) net: netdev::NodeNet,
     /// Identities of label sets (single-host store).
     pub(crate) local_ids: crate::identity::LocalAllocator,
-    /// IPCache entries for the rest of the cluster, as written.
-    pub(crate) remote_ipcache: BTreeMap<ipnet::IpNet, crate::datapath::ipcache::IpcacheEntry>,
-    /// Routes to other nodes' pod CIDRs, as installed.
-    pub(crate) node_routes: BTreeMap<ipnet::IpNet, IpAddr>,
+    /// The rest of the cluster as applied: IPCache entries and routes to other nodes' pods.
+    pub(crate) remote: remote::Remote,
+    /// The node's own addresses as last written to the IPCache (`host`).
+    pub(crate) host_ips: Option<Vec<IpAddr>>,
     /// The node's own networks (start-up checks; refreshed on every sync).
     pub(crate) node_networks: Vec<crate::ipam::sanity::NodeNetwork>,
     /// Overlaps of pod ranges with the node's networks already logged.
@@ -329,10 +329,9 @@ impl Daemon {
         );
         startup::finish_restore(&mut state, &self.opts);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
-        let own_ips: std::collections::BTreeSet<String> =
+        let own_ips: std::collections::BTreeSet<IpAddr> =
             netdev::host_ips(&state, snapshot.own_node())
-                .iter()
-                .map(ToString::to_string)
+                .into_iter()
                 .collect();
         remote::sync(
             &mut state,

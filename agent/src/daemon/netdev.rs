@@ -123,11 +123,19 @@ pub(super) fn host_ips(state: &State, node: Option<&CiliumNode>) -> Vec<IpAddr> 
     ips.into_iter().collect()
 }
 
-/// Keep the IPCache's host entries equal to [`host_ips`].
+/// Keep the IPCache's host entries equal to [`host_ips`] (the map is only read and written
+/// when they change, or the last write failed).
 pub(super) fn sync_host_ips(state: &mut State, node: Option<&CiliumNode>) {
     let ips = host_ips(state, node);
-    if let Err(error) = state.datapath.sync_host_ips(&ips) {
-        warn!(error = %chain(&error), "updating the node's addresses in the IPCache");
+    if state.host_ips.as_ref() == Some(&ips) {
+        return;
+    }
+    match state.datapath.sync_host_ips(&ips) {
+        Ok(()) => state.host_ips = Some(ips),
+        Err(error) => {
+            state.host_ips = None;
+            warn!(error = %chain(&error), "updating the node's addresses in the IPCache");
+        }
     }
 }
 

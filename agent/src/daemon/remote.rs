@@ -1,16 +1,21 @@
 //! What the node knows about the rest of the cluster, kept in the datapath incrementally: other
 //! nodes' addresses at `remote-node` identity, their pod CIDRs at `init`, and their pods (from
 //! their CiliumEndpoints) at their identity with the node as tunnel endpoint, in the IPCache;
-//! and, with
-//! `auto-direct-node-routes`, kernel routes to other nodes' pod CIDRs via their addresses.
-//! Only differences are written: an unchanged cluster costs no map or netlink operation.
+//! and, with `auto-direct-node-routes`, kernel routes to other nodes' pod CIDRs via their
+//! addresses.
+//!
+//! Each sync diffs the snapshot's CiliumNodes and CiliumEndpoints against the ones applied
+//! last ([`imbl::OrdMap::diff`] skips what the two share), so its cost follows what changed,
+//! not the size of the cluster, and only changed entries are written.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     net::IpAddr,
+    sync::Arc,
 };
 
 use agent_common::identity;
+use imbl::{OrdMap, ordmap::DiffItem};
 use ipnet::IpNet;
 use tracing::{info, warn};
 
@@ -18,10 +23,11 @@ use super::{State, chain};
 use crate::{
     crd::node::CiliumNode,
     datapath::{
+        Datapath, DatapathError,
         ipcache::{IpcacheEntry, host_prefix},
         netlink,
     },
-    store::Snapshot,
+    store::{EndpointSummary, Snapshot},
 };
 
 /// The addresses a CiliumNode announces (`spec.addresses`).
@@ -49,69 +55,275 @@ fn pod_cidrs(node: &CiliumNode) -> Vec<IpNet> {
     out
 }
 
-/// The IPCache entries the rest of the cluster contributes.
-fn desired_ipcache(
-    snapshot: &Snapshot,
-    own_ips: &BTreeSet<String>,
-) -> BTreeMap<IpNet, IpcacheEntry> {
-    let mut out = BTreeMap::new();
-    for (name, node) in &snapshot.nodes {
-        if *name == snapshot.node_name {
-            continue;
-        }
-        let ips = node_ips(node);
-        for ip in &ips {
-            out.insert(
+/// The IPCache entries another node asks for: its addresses at `remote-node`, and its pod
+/// CIDRs at `init` with the node as tunnel endpoint (cluster addresses before any of its pods
+/// is published, so traffic to them is never taken for the world and masqueraded; a pod's own
+/// /32 overrides it).
+fn node_entries(node: &CiliumNode) -> Vec<(IpNet, IpcacheEntry)> {
+    let ips = node_ips(node);
+    let mut out: Vec<(IpNet, IpcacheEntry)> = ips
+        .iter()
+        .map(|ip| {
+            (
                 host_prefix(*ip),
                 IpcacheEntry::identity(identity::REMOTE_NODE),
-            );
-        }
-        // The node's pod CIDRs are cluster addresses before any of its pods is published: at
-        // `init` (labels not known yet) with the node as tunnel endpoint, so traffic to them is
-        // never taken for the world (and masqueraded); a pod's own /32 overrides it.
-        for cidr in pod_cidrs(node) {
-            let via = ips
-                .iter()
-                .find(|ip| ip.is_ipv4() == cidr.addr().is_ipv4())
-                .copied();
-            out.insert(
-                cidr,
-                IpcacheEntry {
-                    identity: identity::INIT,
-                    tunnel_endpoint: via,
-                    flags: 0,
-                },
-            );
-        }
-    }
-    for cep in snapshot.endpoints.values() {
-        let Some(status) = &cep.status else { continue };
-        let (Some(net), Some(id)) = (&status.networking, &status.identity) else {
-            continue;
-        };
-        if own_ips.contains(&net.node_ip) {
-            continue;
-        }
-        let Ok(sec) = u32::try_from(id.id) else {
-            continue;
-        };
-        let tunnel = net.node_ip.parse::<IpAddr>().ok();
-        for pair in &net.addressing {
-            for ip in [&pair.ipv4, &pair.ipv6] {
-                if let Ok(ip) = ip.parse::<IpAddr>() {
-                    out.insert(
-                        host_prefix(ip),
-                        IpcacheEntry {
-                            identity: sec,
-                            tunnel_endpoint: tunnel,
-                            flags: 0,
-                        },
-                    );
-                }
-            }
-        }
+            )
+        })
+        .collect();
+    for cidr in pod_cidrs(node) {
+        let via = ips
+            .iter()
+            .find(|ip| ip.is_ipv4() == cidr.addr().is_ipv4())
+            .copied();
+        out.push((
+            cidr,
+            IpcacheEntry {
+                identity: identity::INIT,
+                tunnel_endpoint: via,
+                flags: 0,
+            },
+        ));
     }
     out
+}
+
+/// The IPCache entries a pod of another node asks for: each address at the pod's identity,
+/// with its node as tunnel endpoint. Pods on this node (`own_ips`) and pods without an
+/// identity ask for none.
+fn endpoint_entries(
+    endpoint: &EndpointSummary,
+    own_ips: &BTreeSet<IpAddr>,
+) -> Vec<(IpNet, IpcacheEntry)> {
+    let Some(identity) = endpoint.identity else {
+        return Vec::new();
+    };
+    if endpoint.node_ip.is_some_and(|ip| own_ips.contains(&ip)) {
+        return Vec::new();
+    }
+    endpoint
+        .ips
+        .iter()
+        .map(|ip| {
+            (
+                host_prefix(*ip),
+                IpcacheEntry {
+                    identity,
+                    tunnel_endpoint: endpoint.node_ip,
+                    flags: 0,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The entries some objects ask for one prefix, oldest first; the newest is the one in the
+/// map. Two objects ask for the same prefix when an address is reused before the old pod's
+/// CiliumEndpoint is gone: when either goes, the other's entry stays.
+type Claims = Vec<IpcacheEntry>;
+
+/// The rest of the cluster as applied to the datapath.
+#[derive(Debug, Default)]
+pub(crate) struct Remote {
+    /// The CiliumNodes and CiliumEndpoints applied last (the next snapshot is diffed against
+    /// them; they share their structure with the store's snapshots).
+    nodes: OrdMap<String, CiliumNode>,
+    endpoints: OrdMap<(String, String), Arc<EndpointSummary>>,
+    /// This node's addresses when last applied (CiliumEndpoints on them are local).
+    own_ips: BTreeSet<IpAddr>,
+    /// What is asked for each prefix.
+    claims: HashMap<IpNet, Claims>,
+    /// Remote entries an earlier run left in the pinned map, until the first sync (which
+    /// removes those nothing asks for any more).
+    inherited: HashMap<IpNet, IpcacheEntry>,
+    /// Prefixes whose last write failed, retried on every sync.
+    failed: BTreeSet<IpNet>,
+    /// Routes to other nodes' pod CIDRs, as installed.
+    routes: BTreeMap<IpNet, IpAddr>,
+}
+
+impl Remote {
+    /// Start from what an earlier run left in the IPCache: every entry but the world
+    /// prefixes, the node's own (`host`) addresses and the pods in the endpoints map.
+    ///
+    /// # Errors
+    /// A map cannot be read.
+    pub(crate) fn inherit(datapath: &mut Datapath) -> Result<Self, DatapathError> {
+        let local: BTreeSet<IpAddr> = datapath
+            .list_endpoints()?
+            .into_iter()
+            .map(|e| e.ip)
+            .collect();
+        let inherited = datapath
+            .list_ipcache()?
+            .into_iter()
+            .filter(|r| r.prefix.prefix_len() > 0 && r.identity != identity::HOST)
+            .filter(|r| {
+                r.prefix.prefix_len() < r.prefix.max_prefix_len()
+                    || !local.contains(&r.prefix.addr())
+            })
+            .map(|r| (r.prefix, r.entry()))
+            .collect();
+        Ok(Self {
+            inherited,
+            ..Self::default()
+        })
+    }
+
+    /// Take in `snapshot`: what changed since the last call, as the entry each touched prefix
+    /// should now have in the map (`None`: remove it), plus every prefix whose write failed.
+    fn apply(
+        &mut self,
+        snapshot: &Snapshot,
+        own_ips: &BTreeSet<IpAddr>,
+    ) -> Vec<(IpNet, Option<IpcacheEntry>)> {
+        // The entry each touched prefix had in the map before.
+        let mut before: HashMap<IpNet, Option<IpcacheEntry>> = self
+            .inherited
+            .drain()
+            .map(|(prefix, entry)| (prefix, Some(entry)))
+            .collect();
+        let mut nodes = std::mem::take(&mut self.nodes);
+        let mut endpoints = std::mem::take(&mut self.endpoints);
+        if *own_ips != self.own_ips {
+            // Which CiliumEndpoints are this node's changed: take everything in anew.
+            for (name, node) in &nodes {
+                self.node_changed(&snapshot.node_name, name, Some(node), None, &mut before);
+            }
+            for endpoint in endpoints.values() {
+                self.endpoint_changed(Some(endpoint), None, &mut before);
+            }
+            nodes = OrdMap::new();
+            endpoints = OrdMap::new();
+            own_ips.clone_into(&mut self.own_ips);
+        }
+        for change in nodes.diff(&snapshot.nodes) {
+            let (name, old, new) = match change {
+                DiffItem::Add(name, new) => (name, None, Some(new)),
+                DiffItem::Update {
+                    old: (name, old),
+                    new: (_, new),
+                } => (name, Some(old), Some(new)),
+                DiffItem::Remove(name, old) => (name, Some(old), None),
+            };
+            self.node_changed(&snapshot.node_name, name, old, new, &mut before);
+        }
+        for change in endpoints.diff(&snapshot.endpoints) {
+            let (old, new) = match change {
+                DiffItem::Add(_, new) => (None, Some(new)),
+                DiffItem::Update {
+                    old: (_, old),
+                    new: (_, new),
+                } => (Some(old), Some(new)),
+                DiffItem::Remove(_, old) => (Some(old), None),
+            };
+            self.endpoint_changed(old, new, &mut before);
+        }
+        self.nodes = snapshot.nodes.clone();
+        self.endpoints = snapshot.endpoints.clone();
+        let retries: Vec<IpNet> = self
+            .failed
+            .iter()
+            .filter(|p| !before.contains_key(p))
+            .copied()
+            .collect();
+        let mut writes: Vec<(IpNet, Option<IpcacheEntry>)> = before
+            .into_iter()
+            .filter_map(|(prefix, was)| {
+                let now = self.winner(prefix);
+                (now != was || self.failed.contains(&prefix)).then_some((prefix, now))
+            })
+            .collect();
+        writes.extend(retries.into_iter().map(|p| (p, self.winner(p))));
+        writes
+    }
+
+    fn winner(&self, prefix: IpNet) -> Option<IpcacheEntry> {
+        self.claims.get(&prefix).and_then(|c| c.last()).copied()
+    }
+
+    fn node_changed(
+        &mut self,
+        own_name: &str,
+        name: &str,
+        old: Option<&CiliumNode>,
+        new: Option<&CiliumNode>,
+        before: &mut HashMap<IpNet, Option<IpcacheEntry>>,
+    ) {
+        if name == own_name {
+            return;
+        }
+        for (prefix, entry) in old.map(node_entries).unwrap_or_default() {
+            self.release(prefix, entry, before);
+        }
+        for (prefix, entry) in new.map(node_entries).unwrap_or_default() {
+            self.claim(prefix, entry, before);
+        }
+    }
+
+    fn endpoint_changed(
+        &mut self,
+        old: Option<&Arc<EndpointSummary>>,
+        new: Option<&Arc<EndpointSummary>>,
+        before: &mut HashMap<IpNet, Option<IpcacheEntry>>,
+    ) {
+        let own_ips = std::mem::take(&mut self.own_ips);
+        for (prefix, entry) in old
+            .map(|e| endpoint_entries(e, &own_ips))
+            .unwrap_or_default()
+        {
+            self.release(prefix, entry, before);
+        }
+        for (prefix, entry) in new
+            .map(|e| endpoint_entries(e, &own_ips))
+            .unwrap_or_default()
+        {
+            self.claim(prefix, entry, before);
+        }
+        self.own_ips = own_ips;
+    }
+
+    fn claim(
+        &mut self,
+        prefix: IpNet,
+        entry: IpcacheEntry,
+        before: &mut HashMap<IpNet, Option<IpcacheEntry>>,
+    ) {
+        let claims = self.claims.entry(prefix).or_default();
+        before
+            .entry(prefix)
+            .or_insert_with(|| claims.last().copied());
+        claims.push(entry);
+    }
+
+    fn release(
+        &mut self,
+        prefix: IpNet,
+        entry: IpcacheEntry,
+        before: &mut HashMap<IpNet, Option<IpcacheEntry>>,
+    ) {
+        let Some(claims) = self.claims.get_mut(&prefix) else {
+            return;
+        };
+        before
+            .entry(prefix)
+            .or_insert_with(|| claims.last().copied());
+        // Equal claims are interchangeable: dropping any one of them is the same.
+        if let Some(at) = claims.iter().rposition(|c| *c == entry) {
+            claims.remove(at);
+        }
+        if claims.is_empty() {
+            self.claims.remove(&prefix);
+        }
+    }
+
+    /// Remote IPCache entries asked for (one per prefix).
+    #[cfg(test)]
+    fn entries(&self) -> BTreeMap<IpNet, IpcacheEntry> {
+        self.claims
+            .keys()
+            .filter_map(|p| Some((*p, self.winner(*p)?)))
+            .collect()
+    }
 }
 
 /// Routes to other nodes' pod CIDRs via the node's first address of the same family.
@@ -136,38 +348,44 @@ fn desired_routes(snapshot: &Snapshot) -> BTreeMap<IpNet, IpAddr> {
 pub(super) async fn sync(
     state: &mut State,
     snapshot: &Snapshot,
-    own_ips: &BTreeSet<String>,
+    own_ips: &BTreeSet<IpAddr>,
     routes: bool,
 ) {
-    let desired = desired_ipcache(snapshot, own_ips);
-    let gone: Vec<IpNet> = state
-        .remote_ipcache
-        .keys()
-        .filter(|p| !desired.contains_key(p))
-        .copied()
-        .collect();
-    for prefix in gone {
-        match state.datapath.remove_ipcache(prefix) {
-            Ok(_) => drop(state.remote_ipcache.remove(&prefix)),
-            Err(error) => warn!(error = %chain(&error), %prefix, "removing a remote IPCache entry"),
+    let writes = state.remote.apply(snapshot, own_ips);
+    let mut failures = 0_usize;
+    for (prefix, entry) in writes {
+        let result = match entry {
+            Some(entry) => state.datapath.upsert_ipcache(prefix, &entry),
+            None => state.datapath.remove_ipcache(prefix).map(drop),
+        };
+        match result {
+            Ok(()) => drop(state.remote.failed.remove(&prefix)),
+            Err(error) => {
+                if failures == 0 {
+                    warn!(error = %chain(&error), %prefix, "writing a remote IPCache entry; retrying on every sync");
+                }
+                failures += 1;
+                state.remote.failed.insert(prefix);
+            }
         }
     }
-    for (prefix, entry) in desired {
-        if state.remote_ipcache.get(&prefix) == Some(&entry) {
-            continue;
-        }
-        match state.datapath.upsert_ipcache(prefix, &entry) {
-            Ok(()) => drop(state.remote_ipcache.insert(prefix, entry)),
-            Err(error) => warn!(error = %chain(&error), %prefix, "adding a remote IPCache entry"),
-        }
+    if failures > 1 {
+        warn!(
+            failures,
+            "remote IPCache entries not written (first one above)"
+        );
     }
+    sync_routes(state, snapshot, routes).await;
+}
+
+async fn sync_routes(state: &mut State, snapshot: &Snapshot, routes: bool) {
     let desired = if routes {
         desired_routes(snapshot)
     } else {
         BTreeMap::new()
     };
-    let outdated: Vec<(IpNet, IpAddr)> = state
-        .node_routes
+    let installed = &mut state.remote.routes;
+    let outdated: Vec<(IpNet, IpAddr)> = installed
         .iter()
         .filter(|(cidr, via)| desired.get(cidr) != Some(via))
         .map(|(c, v)| (*c, *v))
@@ -176,19 +394,19 @@ pub(super) async fn sync(
         match netlink::delete_node_route(cidr, via).await {
             Ok(_) => {
                 info!(%cidr, %via, "removed route to a node's pods");
-                state.node_routes.remove(&cidr);
+                installed.remove(&cidr);
             }
             Err(error) => warn!(error = %chain(&error), "removing a node route"),
         }
     }
     for (cidr, via) in desired {
-        if state.node_routes.get(&cidr) == Some(&via) {
+        if installed.get(&cidr) == Some(&via) {
             continue;
         }
         match netlink::replace_node_route(cidr, via).await {
             Ok(()) => {
                 info!(%cidr, %via, "route to a node's pods");
-                state.node_routes.insert(cidr, via);
+                installed.insert(cidr, via);
             }
             Err(error) => warn!(error = %chain(&error), "adding a node route"),
         }
@@ -196,66 +414,4 @@ pub(super) async fn sync(
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn snapshot() -> Snapshot {
-        let node = |name: &str, ip: &str, cidr: &str| -> CiliumNode {
-            serde_json::from_value(json!({
-                "metadata": {"name": name},
-                "spec": {"addresses": [{"type": "InternalIP", "ip": ip}],
-                         "ipam": {"podCIDRs": [cidr]}},
-            }))
-            .expect("node")
-        };
-        let cep = serde_json::from_value(json!({
-            "metadata": {"name": "b", "namespace": "web"},
-            "status": {"identity": {"id": 4242},
-                       "networking": {"addressing": [{"ipv4": "10.2.0.7"}], "node": "192.0.2.2"}},
-        }))
-        .expect("cep");
-        let own_cep = serde_json::from_value(json!({
-            "metadata": {"name": "a", "namespace": "web"},
-            "status": {"identity": {"id": 4242},
-                       "networking": {"addressing": [{"ipv4": "10.1.0.7"}], "node": "192.0.2.1"}},
-        }))
-        .expect("cep");
-        Snapshot {
-            node_name: "n1".into(),
-            nodes: BTreeMap::from([
-                ("n1".into(), node("n1", "192.0.2.1", "10.1.0.0/24")),
-                ("n2".into(), node("n2", "192.0.2.2", "10.2.0.0/24")),
-            ]),
-            endpoints: BTreeMap::from([
-                (("web".into(), "b".into()), std::sync::Arc::new(cep)),
-                (("web".into(), "a".into()), std::sync::Arc::new(own_cep)),
-            ]),
-            ..Snapshot::default()
-        }
-    }
-
-    #[test]
-    fn remote_nodes_and_their_pods_but_not_our_own() {
-        let own = BTreeSet::from(["192.0.2.1".to_owned()]);
-        let entries = desired_ipcache(&snapshot(), &own);
-        assert_eq!(entries.len(), 3, "{entries:?}");
-        assert_eq!(
-            entries[&"10.2.0.0/24".parse::<IpNet>().unwrap()].identity,
-            identity::INIT,
-            "a remote pod CIDR is a cluster destination before its pods are known"
-        );
-        assert_eq!(
-            entries[&"192.0.2.2/32".parse::<IpNet>().unwrap()].identity,
-            identity::REMOTE_NODE
-        );
-        let pod = entries[&"10.2.0.7/32".parse::<IpNet>().unwrap()];
-        assert_eq!(pod.identity, 4242);
-        assert_eq!(pod.tunnel_endpoint, Some("192.0.2.2".parse().unwrap()));
-        assert_eq!(
-            desired_routes(&snapshot()),
-            BTreeMap::from([("10.2.0.0/24".parse().unwrap(), "192.0.2.2".parse().unwrap())])
-        );
-    }
-}
+mod tests;

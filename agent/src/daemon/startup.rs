@@ -44,6 +44,7 @@ pub(super) async fn start(
     let node_networks = sanity::read_node_networks().await?;
     sanity::check_overlaps(config.ipam, snapshot.own_node(), &node_networks)?;
     let net = super::netdev::setup(&mut datapath, &config).await?;
+    let remote = super::remote::Remote::inherit(&mut datapath)?;
     let mut ipam = IpamManager::new(ipam_config(&config))?;
     ipam.observe_node(snapshot.own_node());
     let mut state = State {
@@ -55,8 +56,8 @@ pub(super) async fn start(
         unrestored: Vec::new(),
         net,
         local_ids: crate::identity::LocalAllocator::default(),
-        remote_ipcache: std::collections::BTreeMap::new(),
-        node_routes: std::collections::BTreeMap::new(),
+        remote,
+        host_ips: None,
         node_networks,
         reported_overlaps: std::collections::BTreeSet::new(),
     };

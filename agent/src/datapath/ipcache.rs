@@ -107,6 +107,18 @@ fn prefix_of(key: &Key<IpcacheKey>) -> Option<IpNet> {
     IpNet::new(ip, len).ok()
 }
 
+impl IpcacheRow {
+    /// The entry as written (the flags the tunnel endpoint implies are not part of it).
+    #[must_use]
+    pub const fn entry(&self) -> IpcacheEntry {
+        IpcacheEntry {
+            identity: self.identity,
+            tunnel_endpoint: self.tunnel_endpoint,
+            flags: self.flags & !(IPCACHE_F_HAS_TUNNEL_EP | IPCACHE_F_IPV6_TUNNEL_EP),
+        }
+    }
+}
+
 fn row(prefix: IpNet, info: &IpcacheInfo) -> IpcacheRow {
     let tunnel_endpoint = if info.flags & IPCACHE_F_HAS_TUNNEL_EP == 0 {
         None

@@ -22,7 +22,7 @@ use tracing::{debug, info};
 use super::{K8sError, Resource, resources::to_json};
 use crate::{
     identity::{MAX_ALLOCATED, SecurityLabels, as_list},
-    store::Snapshot,
+    store::{Snapshot, status_digest},
 };
 
 /// Attempts at creating a CiliumIdentity before giving up for this round.
@@ -130,9 +130,7 @@ impl EndpointPublisher {
         let key = (endpoint.namespace.clone(), endpoint.name.clone());
         let api = Resource::CiliumEndpoint.namespaced(&self.client, &endpoint.namespace);
         let current = match snapshot.endpoints.get(&key) {
-            Some(cep) if serde_json::to_value(&cep.status).ok().as_ref() == Some(&status) => {
-                return Ok(());
-            }
+            Some(cep) if cep.status_digest == status_digest(&status) => return Ok(()),
             Some(_) => api
                 .get_opt(&endpoint.name)
                 .await
@@ -187,17 +185,12 @@ impl EndpointPublisher {
     pub async fn prune(
         &self,
         snapshot: &Snapshot,
-        node_ips: &BTreeSet<String>,
+        node_ips: &BTreeSet<IpAddr>,
         keep: &BTreeSet<(String, String)>,
     ) -> Result<(), K8sError> {
         for ((ns, name), cep) in &snapshot.endpoints {
-            let node = cep
-                .status
-                .as_ref()
-                .and_then(|s| s.networking.as_ref())
-                .map(|n| n.node_ip.as_str())
-                .unwrap_or_default();
-            if !node_ips.contains(node) || keep.contains(&(ns.clone(), name.clone())) {
+            let on_this_node = cep.node_ip.is_some_and(|ip| node_ips.contains(&ip));
+            if !on_this_node || keep.contains(&(ns.clone(), name.clone())) {
                 continue;
             }
             let api = Resource::CiliumEndpoint.namespaced(&self.client, ns);

@@ -32,7 +32,17 @@ use super::{
     resources::{decode, to_json},
     writer,
 };
-use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
+use crate::{
+    crd::{
+        endpoint::CiliumEndpoint,
+        identity::CiliumIdentity,
+        meta::{Namespace, Pod},
+        node::CiliumNode,
+        nodeconfig::CiliumNodeConfig,
+        pool::CiliumPodIPPool,
+    },
+    store::{EndpointSummary, NodeWrite, Snapshot, Store, StoreError, WriteStats},
+};
 
 /// How many recent versions of the own CiliumNode are kept as write bases.
 const VERSIONS_KEPT: usize = 32;
@@ -282,7 +292,7 @@ async fn watch_loop(
 ) {
     let resource = watch.resource();
     let mut stream = std::pin::pin!(stream);
-    let mut buffer: Vec<Value> = Vec::new();
+    let mut buffer: Vec<Received> = Vec::new();
     let mut last_publish: Option<tokio::time::Instant> = None;
     while let Some(first) = stream.next().await {
         let mut reports = Vec::new();
@@ -344,28 +354,30 @@ async fn watch_loop(
     }
 }
 
-/// Fold one watch event into the snapshot being built (a re-list is buffered until it is
-/// complete, then replaces what the watch delivered before). Whether the snapshot may have
+/// Fold one watch event into the snapshot being built (a re-list is buffered, decoded, until it
+/// is complete, then replaces what the watch delivered before). Whether the snapshot may have
 /// changed (a buffered object has not changed it yet).
 fn fold(
     inner: &Inner,
     builder: &mut Builder,
     watch: Watch,
     event: Event<DynamicObject>,
-    buffer: &mut Vec<Value>,
+    buffer: &mut Vec<Received>,
     reports: &mut Vec<(Value, String)>,
 ) -> bool {
     match event {
         Event::Init => buffer.clear(),
         Event::InitApply(object) => {
-            buffer.push(to_json(&object));
+            buffer.push(receive(watch, &to_json(&object)));
             return false;
         }
         Event::InitDone => {
             clear(&mut builder.snapshot, watch, &inner.node_name);
-            for doc in buffer.drain(..) {
-                apply(builder, &inner.node_name, watch, &doc, false, reports);
+            for received in buffer.drain(..) {
+                install(builder, &inner.node_name, watch, received, reports);
             }
+            // A large re-list must not keep its buffer's capacity for the agent's lifetime.
+            buffer.shrink_to_fit();
             builder.synced.insert(watch);
         }
         Event::Apply(object) => {
@@ -411,10 +423,15 @@ fn refused(resource: Resource, error: &watcher::Error) -> Option<K8sError> {
 
 /// Forget what `watch` delivered (it is about to deliver a full list again).
 fn clear(snapshot: &mut Snapshot, watch: Watch, node_name: &str) {
-    let own = |name: &str| name == node_name;
     match watch {
-        Watch::OwnNode => snapshot.nodes.retain(|name, _| !own(name)),
-        Watch::Nodes => snapshot.nodes.retain(|name, _| own(name)),
+        Watch::OwnNode => drop(snapshot.nodes.remove(node_name)),
+        Watch::Nodes => {
+            snapshot.nodes = snapshot
+                .nodes
+                .get(node_name)
+                .map(|n| imbl::OrdMap::unit(node_name.to_owned(), n.clone()))
+                .unwrap_or_default();
+        }
         Watch::Pods => snapshot.pods.clear(),
         Watch::Namespaces => snapshot.namespaces.clear(),
         Watch::Pools => snapshot.pools.clear(),
@@ -433,8 +450,56 @@ fn clear(snapshot: &mut Snapshot, watch: Watch, node_name: &str) {
     });
 }
 
-/// Fold one object into the snapshot. Undecodable objects keep their last good version and
-/// are reported; the own CiliumNode's problems are also returned for an Event.
+/// One object from a watch, decoded as far as the snapshot keeps it.
+struct Received {
+    name: String,
+    namespace: String,
+    object: Result<Object, String>,
+    /// The document itself, kept only where it is needed: every version of the own CiliumNode
+    /// (write bases) and a CiliumNode that does not decode (its Event).
+    raw: Option<Value>,
+}
+
+/// What the snapshot keeps of an object (boxed: a re-list buffers one per object).
+enum Object {
+    Node(Box<CiliumNode>),
+    Pod(Box<Pod>),
+    Namespace(Box<Namespace>),
+    Pool(Box<CiliumPodIPPool>),
+    NodeConfig(Box<CiliumNodeConfig>),
+    Endpoint(Arc<EndpointSummary>),
+    Identity(Box<CiliumIdentity>),
+}
+
+fn receive(watch: Watch, doc: &Value) -> Received {
+    let text = |field: &str| {
+        doc["metadata"][field]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let object = match watch.resource() {
+        Resource::CiliumNode => decode(doc).map(Object::Node),
+        Resource::Pod => decode(doc).map(Object::Pod),
+        Resource::Namespace => decode(doc).map(Object::Namespace),
+        Resource::CiliumPodIpPool => decode(doc).map(Object::Pool),
+        Resource::CiliumNodeConfig => decode(doc).map(Object::NodeConfig),
+        Resource::CiliumEndpoint => decode::<CiliumEndpoint>(doc)
+            .map(|cep| Object::Endpoint(Arc::new(EndpointSummary::from(&cep)))),
+        Resource::CiliumIdentity => decode(doc).map(Object::Identity),
+        Resource::Node | Resource::Event => Err("not watched".to_owned()),
+    };
+    let keep_raw =
+        watch == Watch::OwnNode || (watch.resource() == Resource::CiliumNode && object.is_err());
+    Received {
+        name: text("name"),
+        namespace: text("namespace"),
+        object,
+        raw: keep_raw.then(|| doc.clone()),
+    }
+}
+
+/// Fold one object (or its deletion) into the snapshot.
 fn apply(
     builder: &mut Builder,
     node_name: &str,
@@ -443,74 +508,87 @@ fn apply(
     deleted: bool,
     reports: &mut Vec<(Value, String)>,
 ) {
-    let name = doc["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let namespace = doc["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let resource = watch.resource();
+    let received = receive(watch, doc);
+    if deleted {
+        remove(builder, node_name, watch, received.name, received.namespace);
+    } else {
+        install(builder, node_name, watch, received, reports);
+    }
+}
+
+fn remove(builder: &mut Builder, node_name: &str, watch: Watch, name: String, namespace: String) {
     if watch == Watch::Nodes && name == node_name {
         // The own CiliumNode comes from its own watch only.
         return;
     }
-    let key = resource.key(Some(&namespace), &name);
-    if watch == Watch::OwnNode && !deleted {
-        remember(builder, doc);
-    }
+    let resource = watch.resource();
     let snapshot = &mut builder.snapshot;
-    if deleted {
-        snapshot.problems.remove(&PathBuf::from(&key));
-        match resource {
-            Resource::CiliumNode => drop(snapshot.nodes.remove(&name)),
-            Resource::Pod => drop(snapshot.pods.remove(&(namespace, name))),
-            Resource::Namespace => drop(snapshot.namespaces.remove(&name)),
-            Resource::CiliumPodIpPool => drop(snapshot.pools.remove(&name)),
-            Resource::CiliumNodeConfig => drop(snapshot.node_configs.remove(&(namespace, name))),
-            Resource::CiliumEndpoint => drop(snapshot.endpoints.remove(&(namespace, name))),
-            Resource::CiliumIdentity => drop(snapshot.identities.remove(&name)),
-            Resource::Node | Resource::Event => {}
-        }
+    snapshot
+        .problems
+        .remove(&PathBuf::from(resource.key(Some(&namespace), &name)));
+    match resource {
+        Resource::CiliumNode => drop(snapshot.nodes.remove(&name)),
+        Resource::Pod => drop(snapshot.pods.remove(&(namespace, name))),
+        Resource::Namespace => drop(snapshot.namespaces.remove(&name)),
+        Resource::CiliumPodIpPool => drop(snapshot.pools.remove(&name)),
+        Resource::CiliumNodeConfig => drop(snapshot.node_configs.remove(&(namespace, name))),
+        Resource::CiliumEndpoint => drop(snapshot.endpoints.remove(&(namespace, name))),
+        Resource::CiliumIdentity => drop(snapshot.identities.remove(&name)),
+        Resource::Node | Resource::Event => {}
+    }
+}
+
+/// Put one object into the snapshot. Undecodable objects keep their last good version and are
+/// reported; CiliumNodes' problems are also returned for an Event.
+fn install(
+    builder: &mut Builder,
+    node_name: &str,
+    watch: Watch,
+    received: Received,
+    reports: &mut Vec<(Value, String)>,
+) {
+    let Received {
+        name,
+        namespace,
+        object,
+        raw,
+    } = received;
+    if watch == Watch::Nodes && name == node_name {
+        // The own CiliumNode comes from its own watch only.
         return;
     }
-    let result = match resource {
-        Resource::CiliumNode => decode(doc).map(|n| drop(snapshot.nodes.insert(name.clone(), n))),
-        Resource::Pod => {
-            decode(doc).map(|p| drop(snapshot.pods.insert((namespace, name.clone()), p)))
-        }
-        Resource::Namespace => {
-            decode(doc).map(|n| drop(snapshot.namespaces.insert(name.clone(), n)))
-        }
-        Resource::CiliumPodIpPool => {
-            decode(doc).map(|p| drop(snapshot.pools.insert(name.clone(), p)))
-        }
-        Resource::CiliumNodeConfig => {
-            decode(doc).map(|c| drop(snapshot.node_configs.insert((namespace, name.clone()), c)))
-        }
-        Resource::CiliumEndpoint => decode(doc).map(|e| {
-            let key = (namespace, name.clone());
-            drop(snapshot.endpoints.insert(key, Arc::new(e)));
-        }),
-        Resource::CiliumIdentity => {
-            decode(doc).map(|i| drop(snapshot.identities.insert(name.clone(), i)))
-        }
-        Resource::Node | Resource::Event => Ok(()),
-    };
-    let problems = &mut builder.snapshot.problems;
-    match result {
-        Ok(()) => {
-            problems.remove(&PathBuf::from(&key));
+    if watch == Watch::OwnNode
+        && let Some(doc) = &raw
+    {
+        remember(builder, doc);
+    }
+    let key = watch.resource().key(Some(&namespace), &name);
+    let snapshot = &mut builder.snapshot;
+    match object {
+        Ok(object) => {
+            match object {
+                Object::Node(n) => drop(snapshot.nodes.insert(name, *n)),
+                Object::Pod(p) => drop(snapshot.pods.insert((namespace, name), *p)),
+                Object::Namespace(n) => drop(snapshot.namespaces.insert(name, *n)),
+                Object::Pool(p) => drop(snapshot.pools.insert(name, *p)),
+                Object::NodeConfig(c) => {
+                    drop(snapshot.node_configs.insert((namespace, name), *c));
+                }
+                Object::Endpoint(e) => drop(snapshot.endpoints.insert((namespace, name), e)),
+                Object::Identity(i) => drop(snapshot.identities.insert(name, *i)),
+            }
+            snapshot.problems.remove(&PathBuf::from(&key));
             debug!(object = %key, "updated");
         }
         Err(reason) => {
             warn!(object = %key, %reason, "object does not decode; keeping its last good version and never rewriting the field");
-            problems.insert(PathBuf::from(&key), reason.clone());
-            if resource == Resource::CiliumNode
+            snapshot
+                .problems
+                .insert(PathBuf::from(&key), reason.clone());
+            if let Some(doc) = raw.filter(|_| watch.resource() == Resource::CiliumNode)
                 && builder.reported.insert(format!("{key}: {reason}"))
             {
-                reports.push((doc.clone(), reason));
+                reports.push((doc, reason));
             }
         }
     }

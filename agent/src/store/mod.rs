@@ -9,6 +9,8 @@ pub mod writeback;
 
 use std::{
     collections::BTreeMap,
+    hash::{Hash as _, Hasher as _},
+    net::IpAddr,
     path::PathBuf,
     sync::{
         Arc,
@@ -29,13 +31,16 @@ use crate::crd::{
     pool::CiliumPodIPPool,
 };
 
-/// Everything the agent reads, as of one moment.
+/// Everything the agent reads, as of one moment. The collections that grow with the cluster
+/// (CiliumNodes, CiliumEndpoints, CiliumIdentities) are persistent maps: a copy costs nothing,
+/// a changed copy shares everything that did not change, and two copies are diffed by skipping
+/// what they share ([`imbl::OrdMap::diff`]).
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// The node this agent runs on (`--node-name`).
     pub node_name: String,
     /// Every CiliumNode by name (the own one included).
-    pub nodes: BTreeMap<String, CiliumNode>,
+    pub nodes: imbl::OrdMap<String, CiliumNode>,
     /// CiliumPodIPPools by name.
     pub pools: BTreeMap<String, CiliumPodIPPool>,
     /// CiliumNodeConfigs by (namespace, name).
@@ -44,11 +49,11 @@ pub struct Snapshot {
     pub pods: BTreeMap<(String, String), Pod>,
     /// Namespaces by name.
     pub namespaces: BTreeMap<String, Namespace>,
-    /// CiliumEndpoints of every node by (namespace, name) (Kubernetes only). Shared between
-    /// snapshot copies: a large cluster has one decoded copy of each, not one per snapshot.
-    pub endpoints: BTreeMap<(String, String), Arc<CiliumEndpoint>>,
+    /// What the agent keeps of the CiliumEndpoints of every node, by (namespace, name)
+    /// (Kubernetes only).
+    pub endpoints: imbl::OrdMap<(String, String), Arc<EndpointSummary>>,
     /// CiliumIdentities by name (the numeric identity; Kubernetes only).
-    pub identities: BTreeMap<String, CiliumIdentity>,
+    pub identities: imbl::OrdMap<String, CiliumIdentity>,
     /// Documents that exist but could not be read, with the reason (never overwritten).
     pub problems: BTreeMap<PathBuf, String>,
     /// The first full read finished.
@@ -61,6 +66,54 @@ impl Snapshot {
     pub fn own_node(&self) -> Option<&CiliumNode> {
         self.nodes.get(&self.node_name)
     }
+}
+
+/// What the agent keeps of a CiliumEndpoint: where the pod is and who it is (for the IPCache),
+/// and a digest of its status (to tell whether one of this node's own is up to date). The
+/// whole object is not kept: a cluster has one per pod, and the ones cilium-agent writes carry
+/// kilobytes of policy, health and controller state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointSummary {
+    /// `status.identity.id`, when it is a security identity number.
+    pub identity: Option<u32>,
+    /// `status.networking.node`: the address of the node the pod runs on, if it parses.
+    pub node_ip: Option<IpAddr>,
+    /// The pod's addresses (`status.networking.addressing`) that parse.
+    pub ips: Box<[IpAddr]>,
+    /// [`status_digest`] of `status` as decoded.
+    pub status_digest: u64,
+}
+
+impl From<&CiliumEndpoint> for EndpointSummary {
+    fn from(cep: &CiliumEndpoint) -> Self {
+        let status = cep.status.as_ref();
+        let networking = status.and_then(|s| s.networking.as_ref());
+        let ips = networking
+            .into_iter()
+            .flat_map(|n| &n.addressing)
+            .flat_map(|pair| [&pair.ipv4, &pair.ipv6])
+            .filter_map(|ip| ip.parse().ok())
+            .collect();
+        Self {
+            identity: status
+                .and_then(|s| s.identity.as_ref())
+                .and_then(|id| u32::try_from(id.id).ok()),
+            node_ip: networking.and_then(|n| n.node_ip.parse().ok()),
+            ips,
+            status_digest: status_digest(
+                &serde_json::to_value(&cep.status).unwrap_or(serde_json::Value::Null),
+            ),
+        }
+    }
+}
+
+/// A digest of a CiliumEndpoint's `status`: equal statuses have equal digests (JSON objects
+/// serialize with sorted keys), and different ones differ but with a chance of 2^-64.
+#[must_use]
+pub fn status_digest(status: &serde_json::Value) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    status.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 impl crate::ipam::selection::ObjectLookup for Snapshot {
@@ -232,4 +285,64 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_endpoint_summary_keeps_where_and_who() {
+        let cep: CiliumEndpoint = serde_json::from_value(json!({
+            "metadata": {"name": "b", "namespace": "web"},
+            "status": {"identity": {"id": 4242, "labels": ["k8s:app=web"]},
+                       "networking": {"addressing": [{"ipv4": "10.2.0.7", "ipv6": "fd00::7"}],
+                                      "node": "192.0.2.2"},
+                       "policy": {"realized": {"allowed-ingress-identities": [1, 2, 3]}}},
+        }))
+        .expect("cep");
+        let summary = EndpointSummary::from(&cep);
+        assert_eq!(summary.identity, Some(4242));
+        assert_eq!(summary.node_ip, Some("192.0.2.2".parse().unwrap()));
+        assert_eq!(
+            &*summary.ips,
+            &[
+                "10.2.0.7".parse::<IpAddr>().unwrap(),
+                "fd00::7".parse().unwrap()
+            ]
+        );
+        let status = serde_json::to_value(&cep.status).expect("status");
+        assert_eq!(summary.status_digest, status_digest(&status));
+        let mut other = status.clone();
+        other["identity"]["id"] = json!(4243);
+        assert_ne!(summary.status_digest, status_digest(&other));
+
+        let bad: CiliumEndpoint = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "web"},
+            "status": {"identity": {"id": -1},
+                       "networking": {"addressing": [{"ipv4": "nope"}], "node": "n2"}},
+        }))
+        .expect("cep");
+        let summary = EndpointSummary::from(&bad);
+        assert_eq!(
+            (summary.identity, summary.node_ip, summary.ips.len()),
+            (None, None, 0),
+            "what does not parse is left out"
+        );
+    }
+
+    #[test]
+    fn the_status_digest_does_not_depend_on_key_order() {
+        // A status read from the API server (its key order) and one the agent builds compare
+        // by digest; this fails if serde_json ever keeps insertion order (`preserve_order`).
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"id": 7, "state": "ready", "identity": {"id": 9}}"#)
+                .expect("json");
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"identity": {"id": 9}, "state": "ready", "id": 7}"#)
+                .expect("json");
+        assert_eq!(status_digest(&a), status_digest(&b));
+    }
 }

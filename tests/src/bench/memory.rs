@@ -9,7 +9,10 @@
 //! pod CIDR at `init` each) and their pods' CiliumEndpoints (a /32 at the pod's identity each),
 //! created through the API while the agent watches; the agent's `weft_bpf_map_entries` gauge
 //! says when they are all in the map. BPF maps live in kernel memory, not in the agent's RSS;
-//! the IPCache map's own size is printed beside it. Everything is removed on the way out.
+//! the IPCache map's own size is printed beside it. Then the agent is restarted against that
+//! cluster (the case of a node joining a large cluster, or an upgrade): how long until it is
+//! ready, and its memory, peak included, after one list of everything. Everything is removed
+//! on the way out.
 
 use std::{
     path::PathBuf,
@@ -190,16 +193,18 @@ fn mib(kib: u64) -> f64 {
 
 /// What one run measured.
 struct Results {
-    /// Idle, with pods, with the remote entries.
-    readings: [Reading; 3],
+    /// Idle, with pods, with the remote entries, and after a restart against that cluster.
+    readings: [Reading; 4],
     /// IPCache entries at each reading.
-    ipcache: [u64; 3],
+    ipcache: [u64; 4],
     /// Time to create the remote objects in the API.
     fed: Duration,
     /// Time until they were all in the map.
     converged: Duration,
     /// The IPCache map's kernel memory, KiB.
     ipcache_kib: u64,
+    /// Time from starting the agent again, against the full cluster, until it was ready.
+    restart_ready: Duration,
 }
 
 fn print_results(opts: &MemoryOptions, r: &Results) -> Result<()> {
@@ -222,6 +227,11 @@ fn print_results(opts: &MemoryOptions, r: &Results) -> Result<()> {
             r.readings[2],
             r.ipcache[2],
         ),
+        (
+            "the same, after a restart (one list)".to_owned(),
+            r.readings[3],
+            r.ipcache[3],
+        ),
     ] {
         println!(
             "{state:<44} {:>10.1} {:>10.1} {:>9.2} {ipc:>9}",
@@ -241,6 +251,11 @@ fn print_results(opts: &MemoryOptions, r: &Results) -> Result<()> {
     println!(
         "IPCache map in kernel memory (not in RSS): {:.1} MiB",
         mib(r.ipcache_kib)
+    );
+    println!(
+        "restart against the cluster: ready {:.1?} after start (every watch listed, the pinned \
+         IPCache checked against it); HWM is the peak of that start",
+        r.restart_ready
     );
     println!(
         "vs cilium-agent's documented {}-{} MiB: weft-agent at {} pods + {}k entries is {:.1} MiB \
@@ -325,14 +340,32 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
     let ipcache_kib = map_kib(&agent, agent_common::maps::IPCACHE)?;
     eprintln!("{} remote entries: {with_remote:?}", opts.remote_entries);
 
+    // An agent (re)starting in a cluster that already holds all of it lists every watch once
+    // and finds the pinned IPCache already right.
+    agent.stop();
+    let started = Instant::now();
+    agent.spawn();
+    agent.wait_ready(Duration::from_mins(5));
+    let restart_ready = started.elapsed();
+    let pid = agent.pid().context("the agent exited after its restart")?;
+    std::thread::sleep(SETTLE);
+    let restarted = read_memory(pid)?;
+    let ipcache_restarted = map_entries(&agent, agent_common::maps::IPCACHE)?;
+    ensure!(
+        ipcache_restarted == entries,
+        "the IPCache holds {ipcache_restarted} entries after the restart, not {entries}"
+    );
+    eprintln!("restarted in {restart_ready:.1?}: {restarted:?}");
+
     print_results(
         opts,
         &Results {
-            readings: [idle, with_pods, with_remote],
-            ipcache: [ipcache_idle, ipcache_pods, entries],
+            readings: [idle, with_pods, with_remote, restarted],
+            ipcache: [ipcache_idle, ipcache_pods, entries, ipcache_restarted],
             fed,
             converged,
             ipcache_kib,
+            restart_ready,
         },
     )?;
     drop(agent);

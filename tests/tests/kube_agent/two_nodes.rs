@@ -11,7 +11,7 @@ use weft_tests::{
     NamedNetNs, ThreadNetNs, agent::Agent, bin_path, kube::Emulator, require_root, run,
 };
 
-use super::{Cluster, add, ping, wait_for};
+use super::{Cluster, add, del, ping, wait_for};
 
 /// A node namespace that forwards IPv4 (as Kubernetes nodes do).
 fn node_ns() -> NamedNetNs {
@@ -228,4 +228,78 @@ fn pods_on_two_nodes_reach_each_other_unmasqueraded_with_identities_from_the_ipc
             "pod-to-pod traffic was masqueraded: {nat:?}"
         );
     }
+}
+
+/// A pod of node 2 goes away (its CiliumEndpoint with it) while node 1's agent is down: the
+/// restarted agent removes the pod's IPCache entry, which the pinned map still held, before
+/// it serves; everything still in the cluster stays.
+#[test]
+fn a_remote_pod_gone_while_the_agent_was_down_leaves_no_ipcache_entry() {
+    require_root();
+    let mut nodes = two_nodes();
+    let pb = add(&nodes.a2, "web", "b");
+    let pc = add(&nodes.a2, "web", "c");
+    let entry = |rows: &[Value], ip: std::net::IpAddr| {
+        rows.iter()
+            .find(|r| r["prefix"] == format!("{ip}/32"))
+            .cloned()
+    };
+    wait_for(
+        "node 1's IPCache to know node 2's pods",
+        Duration::from_secs(10),
+        || {
+            let rows = bpf_list(&nodes.a1, "ipcache");
+            (entry(&rows, pb.ips[0]).is_some() && entry(&rows, pc.ips[0]).is_some())
+                .then_some(())
+                .ok_or_else(|| format!("{rows:?}"))
+        },
+    );
+    let c_before = entry(&bpf_list(&nodes.a1, "ipcache"), pc.ips[0]);
+
+    nodes.a1.stop();
+    del(&nodes.a2, &pb);
+    wait_for(
+        "node 2 to delete b's CiliumEndpoint",
+        Duration::from_secs(10),
+        || {
+            let names: Vec<String> = nodes
+                .cluster
+                .emu
+                .list("ciliumendpoints")
+                .iter()
+                .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+                .collect();
+            (!names.iter().any(|n| n == "b"))
+                .then_some(())
+                .ok_or_else(|| format!("{names:?}"))
+        },
+    );
+    let rows = bpf_list(&nodes.a1, "ipcache");
+    assert!(
+        entry(&rows, pb.ips[0]).is_some(),
+        "the pinned map keeps b's entry while the agent is down: {rows:?}"
+    );
+
+    {
+        let _in = ThreadNetNs::enter(&nodes.n1.path());
+        nodes.a1.spawn();
+    }
+    nodes.a1.wait_ready(Duration::from_secs(30));
+    // Start-up applies the cluster before the agent serves: no waiting here.
+    let rows = bpf_list(&nodes.a1, "ipcache");
+    assert_eq!(
+        entry(&rows, pb.ips[0]),
+        None,
+        "b's entry outlived its pod: {rows:?}"
+    );
+    assert_eq!(
+        entry(&rows, pc.ips[0]),
+        c_before,
+        "c's entry stays as it was"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r["prefix"] == "192.0.2.2/32" && r["identity"] == 6),
+        "node 2 stays a remote node: {rows:?}"
+    );
 }

@@ -67,7 +67,7 @@ pub(crate) fn keys<V>(map: &BTreeMap<String, V>) -> Vec<String> {
 
 pub(crate) fn assert_layout(snap: &Snapshot, what: &str) {
     assert_eq!(
-        keys(&snap.nodes),
+        snap.nodes.keys().cloned().collect::<Vec<_>>(),
         ["node1", "node2", "node3"],
         "{what}: nodes"
     );

@@ -205,7 +205,11 @@ fn load_one(snap: &mut Snapshot, key: &DocKey, path: &Path) -> Result<(), StoreE
 fn keep_previous(snap: &mut Snapshot, previous: &Snapshot, key: &DocKey) {
     let nsname = (key.namespace.clone(), key.name.clone());
     match key.kind {
-        Kind::CiliumNode => copy(&mut snap.nodes, &previous.nodes, &key.name),
+        Kind::CiliumNode => {
+            if let Some(node) = previous.nodes.get(&key.name) {
+                snap.nodes.insert(key.name.clone(), node.clone());
+            }
+        }
         Kind::CiliumPodIpPool => copy(&mut snap.pools, &previous.pools, &key.name),
         Kind::CiliumNodeConfig => copy(&mut snap.node_configs, &previous.node_configs, &nsname),
         Kind::Pod => copy(&mut snap.pods, &previous.pods, &nsname),
