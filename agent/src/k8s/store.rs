@@ -471,13 +471,15 @@ enum Object {
     Identity(Box<CiliumIdentity>),
 }
 
+/// `metadata.<field>` of `doc`, empty when missing.
+fn meta(doc: &Value, field: &str) -> String {
+    doc["metadata"][field]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn receive(watch: Watch, doc: &Value) -> Received {
-    let text = |field: &str| {
-        doc["metadata"][field]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    };
     let object = match watch.resource() {
         Resource::CiliumNode => decode(doc).map(Object::Node),
         Resource::Pod => decode(doc).map(Object::Pod),
@@ -492,8 +494,8 @@ fn receive(watch: Watch, doc: &Value) -> Received {
     let keep_raw =
         watch == Watch::OwnNode || (watch.resource() == Resource::CiliumNode && object.is_err());
     Received {
-        name: text("name"),
-        namespace: text("namespace"),
+        name: meta(doc, "name"),
+        namespace: meta(doc, "namespace"),
         object,
         raw: keep_raw.then(|| doc.clone()),
     }
@@ -508,11 +510,11 @@ fn apply(
     deleted: bool,
     reports: &mut Vec<(Value, String)>,
 ) {
-    let received = receive(watch, doc);
     if deleted {
-        remove(builder, node_name, watch, received.name, received.namespace);
+        let (name, namespace) = (meta(doc, "name"), meta(doc, "namespace"));
+        remove(builder, node_name, watch, name, namespace);
     } else {
-        install(builder, node_name, watch, received, reports);
+        install(builder, node_name, watch, receive(watch, doc), reports);
     }
 }
 
