@@ -10,6 +10,7 @@
 pub mod discovery;
 pub mod endpoints;
 mod events;
+mod fold;
 pub mod instrument;
 mod resources;
 pub mod seed;
