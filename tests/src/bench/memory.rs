@@ -118,6 +118,32 @@ fn remote_node(i: usize) -> (String, String) {
     )
 }
 
+/// The name of remote CiliumEndpoint `n` of `nodes` nodes' pods.
+fn endpoint_name(n: usize, nodes: usize) -> String {
+    format!("pod-{}-{}", n % nodes, n / nodes)
+}
+
+/// How often the IPCache's entry count is read while waiting: a scrape walks the map key by
+/// key, so not too often.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Wait until the IPCache holds `want` entries (at most 10 minutes); the count.
+fn wait_for_ipcache(agent: &mut Agent, want: u64) -> Result<u64> {
+    let deadline = Instant::now() + Duration::from_mins(10);
+    loop {
+        let entries = map_entries(agent, agent_common::maps::IPCACHE)?;
+        if entries == want {
+            return Ok(entries);
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the IPCache holds {entries} entries, not {want}, after 10 minutes"
+        );
+        ensure!(agent.running(), "the agent exited:\n{}", agent.log());
+        std::thread::sleep(POLL);
+    }
+}
+
 /// Create `opts.remote_nodes` CiliumNodes and their pods' CiliumEndpoints: exactly
 /// `opts.remote_entries` IPCache entries.
 fn feed_remote(emu: &Emulator, opts: &MemoryOptions) -> Result<()> {
@@ -146,7 +172,7 @@ fn feed_remote(emu: &Emulator, opts: &MemoryOptions) -> Result<()> {
         let base = cidr.trim_end_matches(".0/24");
         emu.put(json!({
             "apiVersion": "cilium.io/v2", "kind": "CiliumEndpoint",
-            "metadata": {"name": format!("pod-{node}-{pod}"), "namespace": "remote"},
+            "metadata": {"name": endpoint_name(n, nodes), "namespace": "remote"},
             "status": {
                 "identity": {"id": 256 + n % 512},
                 "networking": {"addressing": [{"ipv4": format!("{base}.{}", pod + 2)}], "node": node_ip},
@@ -205,6 +231,8 @@ struct Results {
     ipcache_kib: u64,
     /// Time from starting the agent again, against the full cluster, until it was ready.
     restart_ready: Duration,
+    /// CiliumEndpoints deleted, and the time until their entries were all gone.
+    churned: (usize, Duration),
 }
 
 fn print_results(opts: &MemoryOptions, r: &Results) -> Result<()> {
@@ -257,6 +285,11 @@ fn print_results(opts: &MemoryOptions, r: &Results) -> Result<()> {
          IPCache checked against it); HWM is the peak of that start",
         r.restart_ready
     );
+    println!(
+        "then {} CiliumEndpoints deleted: their entries all gone {:.1?} after the first delete",
+        r.churned.0, r.churned.1
+    );
+    println!("(map counts are polled every {POLL:?}: times are to the poll that saw them)");
     println!(
         "vs cilium-agent's documented {}-{} MiB: weft-agent at {} pods + {}k entries is {:.1} MiB \
          ({:.0}%-{:.0}% of it)",
@@ -322,18 +355,7 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
     feed_remote(&emu, opts)?;
     let fed = started.elapsed();
     let want = ipcache_pods + u64::try_from(opts.remote_entries)?;
-    let deadline = Instant::now() + Duration::from_mins(10);
-    let mut entries = ipcache_pods;
-    while entries < want {
-        ensure!(
-            Instant::now() < deadline,
-            "the IPCache holds {entries} entries, not {want}, after 10 minutes"
-        );
-        ensure!(agent.running(), "the agent exited:\n{}", agent.log());
-        // A scrape walks every map (the IPCache key by key): poll rarely.
-        std::thread::sleep(Duration::from_secs(2));
-        entries = map_entries(&agent, agent_common::maps::IPCACHE)?;
-    }
+    let entries = wait_for_ipcache(&mut agent, want)?;
     let converged = started.elapsed();
     std::thread::sleep(SETTLE);
     let with_remote = read_memory(pid)?;
@@ -357,6 +379,17 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
     );
     eprintln!("restarted in {restart_ready:.1?}: {restarted:?}");
 
+    // Churn: a tenth of the remote pods go, their CiliumEndpoints deleted one by one.
+    let gone = (opts.remote_entries - 2 * opts.remote_nodes) / 10;
+    let started = Instant::now();
+    for n in 0..gone {
+        let name = endpoint_name(n, opts.remote_nodes);
+        emu.remove("ciliumendpoints", Some("remote"), &name)
+            .with_context(|| format!("CiliumEndpoint remote/{name} to delete"))?;
+    }
+    wait_for_ipcache(&mut agent, entries - u64::try_from(gone)?)?;
+    let churned = (gone, started.elapsed());
+
     print_results(
         opts,
         &Results {
@@ -366,6 +399,7 @@ pub fn run(opts: &MemoryOptions) -> Result<()> {
             converged,
             ipcache_kib,
             restart_ready,
+            churned,
         },
     )?;
     drop(agent);
