@@ -182,17 +182,13 @@ impl Remote {
             .drain()
             .map(|(prefix, entry)| (prefix, Some(entry)))
             .collect();
-        let mut nodes = std::mem::take(&mut self.nodes);
+        let nodes = std::mem::take(&mut self.nodes);
         let mut endpoints = std::mem::take(&mut self.endpoints);
         if *own_ips != self.own_ips {
-            // Which CiliumEndpoints are this node's changed: take everything in anew.
-            for (name, node) in &nodes {
-                self.node_changed(&snapshot.node_name, name, Some(node), None, &mut before);
-            }
+            // Which CiliumEndpoints are this node's changed: take them all in anew.
             for endpoint in endpoints.values() {
                 self.endpoint_changed(Some(endpoint), None, &mut before);
             }
-            nodes = OrdMap::new();
             endpoints = OrdMap::new();
             own_ips.clone_into(&mut self.own_ips);
         }
