@@ -108,7 +108,7 @@ impl From<&CiliumEndpoint> for EndpointSummary {
 }
 
 /// A digest of a CiliumEndpoint's `status`: equal statuses have equal digests (JSON objects
-/// serialize with sorted keys), and different ones differ but with a chance of 2^-64.
+/// serialize with sorted keys); different ones collide with a chance of about 2^-64.
 #[must_use]
 pub fn status_digest(status: &serde_json::Value) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
