@@ -4,7 +4,7 @@
 pub mod cli;
 pub mod cni;
 pub mod config;
-pub mod crd;
+pub use weft_k8s::crd;
 pub mod daemon;
 pub mod datapath;
 pub mod faults;

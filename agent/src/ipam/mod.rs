@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 pub mod crdalloc;
 pub mod hostscope;
-pub mod labels;
+pub use weft_k8s::labels;
 pub mod manager;
 pub mod mode;
 pub mod multipool;

@@ -234,6 +234,7 @@ fn identity_object(id: u32, labels: &SecurityLabels) -> Result<DynamicObject, K8
         "metadata": {"name": id.to_string(), "labels": plain},
         "security-labels": labels,
     }))
+    .map_err(K8sError::from)
 }
 
 #[cfg(test)]

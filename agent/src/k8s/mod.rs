@@ -11,43 +11,27 @@ pub mod discovery;
 pub mod endpoints;
 mod events;
 mod fold;
-pub mod instrument;
-mod resources;
 pub mod seed;
 mod store;
 mod writer;
 
 use std::path::{Path, PathBuf};
 
-use kube::{
-    Client, Config,
-    client::ClientBuilder,
-    config::{KubeConfigOptions, Kubeconfig},
+use kube::Client;
+pub use weft_k8s::{
+    client::status_code,
+    instrument,
+    resource::{self as resources, DecodeError, Resource},
 };
 
-pub use self::{resources::Resource, store::KubeStore};
+pub use self::store::KubeStore;
 
 /// Why talking to the API server failed.
 #[derive(Debug, thiserror::Error)]
 pub enum K8sError {
-    /// The kubeconfig could not be read.
-    #[error("reading kubeconfig {path}; pass --kubeconfig or set KUBECONFIG")]
-    Kubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    /// Neither a kubeconfig nor the in-cluster service account was found.
-    #[error(
-        "no Kubernetes configuration: run in a pod with a service account, set KUBECONFIG, or \
-         pass --kubeconfig (or --store DIR for the single-host store)"
-    )]
-    Infer(#[source] kube::config::InferConfigError),
-    /// The client could not be built from the configuration.
-    #[error("building the Kubernetes client")]
-    Client(#[source] kube::Error),
+    /// No client: no kubeconfig or service account, or it does not work.
+    #[error(transparent)]
+    Connect(#[from] weft_k8s::client::ConnectError),
     /// The agent's service account may not do what it needs.
     #[error(
         "the API server refused to {verb} {resource} ({code}): grant the agent's service account \
@@ -135,11 +119,12 @@ impl K8sError {
     }
 }
 
-/// The HTTP status of an API error, if the server answered with one.
-pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
-    match error {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
+impl From<DecodeError> for K8sError {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode {
+            resource: e.resource,
+            reason: e.reason,
+        }
     }
 }
 
@@ -153,28 +138,10 @@ pub async fn connect(
     kubeconfig: Option<&Path>,
     api_metrics: Option<crate::metrics::KubeApiMetrics>,
 ) -> Result<Client, K8sError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path).map_err(|source| K8sError::Kubeconfig {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .map_err(|source| K8sError::Kubeconfig {
-                    path: path.to_path_buf(),
-                    source,
-                })?
-        }
-        None => Config::infer().await.map_err(K8sError::Infer)?,
-    };
-    let Some(metrics) = api_metrics else {
-        return Client::try_from(config).map_err(K8sError::Client);
-    };
-    let builder = ClientBuilder::try_from(config).map_err(K8sError::Client)?;
-    Ok(builder
-        .with_layer(&tower::layer::layer_fn(|service| {
-            instrument::Timed::new(service, metrics.clone())
-        }))
-        .build())
+    Ok(weft_k8s::client::connect(
+        kubeconfig,
+        api_metrics,
+        " (or --store DIR for the single-host store)",
+    )
+    .await?)
 }

@@ -7,7 +7,7 @@
 //! writer's counters) are set by the daemon right before each scrape. This module reads the
 //! other modules' plain data types and never calls into kube, aya or the IPAM allocators.
 
-pub mod apiserver;
+pub use weft_k8s::api_metrics as apiserver;
 pub mod datapath;
 pub mod ipam;
 pub mod server;

@@ -1,4 +1,4 @@
-//! Times every request of the agent's `kube::Client`: a tower layer on the client's service
+//! Times every request of a `kube::Client` (the agent's and the operator's): a tower layer on the client's service
 //! stack that classifies the request (verb and resource, from the method, path and `watch`
 //! query) and records its duration and response code in [`KubeApiMetrics`]. Classification is
 //! by fixed lists, so label values stay bounded whatever the path holds (names, namespaces).
@@ -11,10 +11,10 @@ use std::{
 
 use http::{Method, Request, Response, Uri};
 
-use crate::metrics::KubeApiMetrics;
+use crate::api_metrics::KubeApiMetrics;
 
-/// The resources the agent talks about; anything else is `other`.
-const RESOURCES: [&str; 11] = [
+/// The resources weft's programs talk about; anything else is `other`.
+const RESOURCES: [&str; 12] = [
     "nodes",
     "pods",
     "namespaces",
@@ -26,6 +26,7 @@ const RESOURCES: [&str; 11] = [
     "ciliumendpoints",
     "ciliumidentities",
     "customresourcedefinitions",
+    "leases",
 ];
 
 /// The verb and resource of a request, e.g. `("update", "ciliumnodes/status")`.
@@ -77,13 +78,14 @@ pub fn classify(method: &Method, uri: &Uri) -> (&'static str, &'static str) {
 
 /// The client service wrapped with timing.
 #[derive(Clone, Debug)]
-pub(super) struct Timed<S> {
+pub struct Timed<S> {
     inner: S,
     metrics: KubeApiMetrics,
 }
 
 impl<S> Timed<S> {
-    pub(super) const fn new(inner: S, metrics: KubeApiMetrics) -> Self {
+    /// Wrap `inner`, recording into `metrics`.
+    pub const fn new(inner: S, metrics: KubeApiMetrics) -> Self {
         Self { inner, metrics }
     }
 }

@@ -9,7 +9,16 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::K8sError;
+/// A JSON document that is not a Kubernetes object of the resource it was meant for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{resource}: {reason}")]
+pub struct DecodeError {
+    /// The resource's plural name.
+    pub resource: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
 
 /// A resource weft reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -95,9 +104,9 @@ impl Resource {
     /// A JSON document of this resource as the object kube sends.
     ///
     /// # Errors
-    /// [`K8sError::Decode`] if `doc` lacks the object's shape (no `metadata`).
-    pub fn object(self, doc: Value) -> Result<DynamicObject, K8sError> {
-        serde_json::from_value(doc).map_err(|e| K8sError::Decode {
+    /// [`DecodeError`] if `doc` lacks the object's shape (no `metadata`).
+    pub fn object(self, doc: Value) -> Result<DynamicObject, DecodeError> {
+        serde_json::from_value(doc).map_err(|e| DecodeError {
             resource: self.plural().to_owned(),
             reason: e.to_string(),
         })

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::meta::{Extra, LabelSelector, ObjectMeta};
-use crate::ipam::labels::{self, LabelsError};
+use crate::labels::{self, LabelsError};
 
 /// The `defaults` key that overrides `--ipam-default-ip-pool` per node.
 pub const IPAM_DEFAULT_IP_POOL_KEY: &str = "ipam-default-ip-pool";

@@ -1,6 +1,6 @@
-//! Kubernetes API client metrics: the duration of every request the agent's `kube::Client`
-//! sends, by verb, resource and response code (observed by the client's timing layer in
-//! `k8s::instrument`). Labels stay bounded: verbs and resources come from fixed lists (anything
+//! Kubernetes API client metrics: the duration of every request a `kube::Client` sends, by
+//! verb, resource and response code (observed by the client's timing layer in
+//! [`crate::instrument`]). Labels stay bounded: verbs and resources come from fixed lists (anything
 //! else is `other`), codes are HTTP status codes or `error` when no response came back. A
 //! watch is timed until its response headers arrive, not for as long as it streams.
 
@@ -23,7 +23,7 @@ pub struct ApiCallLabels {
     pub code: String,
 }
 
-/// The Kubernetes API part of [`super::Metrics`].
+/// The Kubernetes API part of a program's metrics (the agent's and the operator's).
 #[derive(Debug, Clone)]
 pub struct KubeApiMetrics {
     duration: Family<ApiCallLabels, Histogram>,

@@ -2,7 +2,7 @@
 //! selectors, and minimal Pod and Namespace objects; plus the one pattern every crd type follows
 //! to keep what it does not model (a flattened [`Extra`] map in each struct). Only what weft reads
 //! is typed; everything else survives a read-modify-write untouched. No matching logic lives
-//! here (that is `ipam::labels`), and no IO.
+//! here (that is `crate::labels`), and no IO.
 
 use std::collections::BTreeMap;
 
@@ -61,7 +61,7 @@ pub struct LabelSelector {
 }
 
 /// One `matchExpressions` entry. The operator stays a string on the wire: an unknown one is a
-/// selector compile error (`ipam::labels`), not a decoding error of the whole object.
+/// selector compile error (`crate::labels`), not a decoding error of the whole object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LabelSelectorRequirement {
     /// Label key.

@@ -1,0 +1,18 @@
+//! What weft's two programs share, so neither copies it: Cilium's custom resources in their exact
+//! wire format ([`crd`]), Kubernetes label selectors ([`labels`]), and the client plumbing —
+//! connecting from a kubeconfig or the in-cluster service account ([`client`]), the resources weft
+//! talks to as `DynamicObject` APIs ([`resource`]) and the timing of every request
+//! ([`instrument`], [`api_metrics`]).
+//!
+//! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
+//! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
+//! client it builds.
+
+pub mod api_metrics;
+pub mod client;
+pub mod crd;
+pub mod instrument;
+pub mod labels;
+pub mod resource;
+
+pub use self::resource::{DecodeError, Resource};
