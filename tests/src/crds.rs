@@ -5,10 +5,11 @@
 //! files can be compared byte for byte with a fresh generation; [`compat`] compares them with
 //! upstream's. `cargo xtask gen-crds` runs the `gen-crds` binary, which writes them.
 //!
-//! CiliumPodIPPool is served (and stored) as `v2alpha1` only, the version the fixture and
-//! today's operators serve; newer upstream also lists a `v2` with `served: false`, which no
-//! client can use and weft has no type for, so it is left out (it is never stored, so replacing
-//! upstream's CRD with this one strands no objects).
+//! CiliumPodIPPool is served as `v2alpha1` (the version today's Cilium operators serve) and as
+//! `v2`, which newer upstream defines with `served: false`: v2 adds `spec.ipv4/ipv6.pool[]` with
+//! `reservedRanges`, which weft-operator honours. v2 is the storage version, so reserved ranges
+//! written through it are kept; v2alpha1's schema lacks `pool` (no conversion webhook: objects
+//! differ only in that field), so a v2alpha1 client neither sees nor can write them.
 
 pub mod compat;
 pub mod structural;
@@ -175,8 +176,19 @@ fn pool() -> Result<GeneratedCrd, CrdsError> {
         namespaced: false,
     };
     let schema = schema(names.kind, schema_of::<CiliumPodIPPool>())?;
-    let version = version("v2alpha1", &schema, None, Vec::new());
-    finish(&names, &[version])
+    let mut old_schema = schema.clone();
+    for family in ["ipv4", "ipv6"] {
+        if let Some(properties) = old_schema
+            .pointer_mut(&format!("/properties/spec/properties/{family}/properties"))
+            .and_then(Value::as_object_mut)
+        {
+            properties.remove("pool");
+        }
+    }
+    let current = version("v2", &schema, None, Vec::new());
+    let mut old = version("v2alpha1", &old_schema, None, Vec::new());
+    old["storage"] = json!(false);
+    finish(&names, &[current, old])
 }
 
 fn node_config() -> Result<GeneratedCrd, CrdsError> {

@@ -61,7 +61,7 @@ pub struct LabelSelector {
 }
 
 /// One `matchExpressions` entry. The operator stays a string on the wire: an unknown one is a
-/// selector compile error (`crate::labels`), not a decoding error of the whole object.
+/// selector compile error, not a decoding error of the whole object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LabelSelectorRequirement {
     /// Label key.

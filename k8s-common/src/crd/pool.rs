@@ -1,7 +1,8 @@
-//! The `cilium.io/v2alpha1` `CiliumPodIPPool` (Cilium `ippool_types.go`): per-family CIDRs and
-//! mask sizes, first/last-IP flags, pod and namespace selectors, and the skip-masquerade
-//! annotation. weft only reads pools (the operator carves them); selection lives in
-//! `ipam::selection`, not here.
+//! The `CiliumPodIPPool` (Cilium `ippool_types.go`), `cilium.io/v2alpha1` and `v2`: per-family
+//! CIDRs and mask sizes, first/last-IP flags, pod and namespace selectors, the skip-masquerade
+//! annotation, and (v2 only) per-CIDR `pool` entries with `reservedRanges`. One type serves both
+//! versions: v2alpha1 objects simply have no `pool` entries. The agent reads pools to select one
+//! for a pod; the operator carves node blocks out of them. Neither rule lives here.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -37,8 +38,10 @@ pub struct CiliumPodIPPool {
 }
 
 impl CiliumPodIPPool {
-    /// `apiVersion` of a `CiliumPodIPPool`.
+    /// `apiVersion` of a `CiliumPodIPPool` as Cilium's operators serve it.
     pub const API_VERSION: &'static str = "cilium.io/v2alpha1";
+    /// `apiVersion` of the v2 `CiliumPodIPPool` (with `reservedRanges`).
+    pub const API_VERSION_V2: &'static str = "cilium.io/v2";
     /// `kind` of a `CiliumPodIPPool`.
     pub const KIND: &'static str = "CiliumPodIPPool";
 
@@ -106,6 +109,39 @@ pub struct PoolFamilySpec {
     /// Prefix length of each node block.
     #[serde(default)]
     pub mask_size: u8,
+    /// v2 only: settings of single CIDRs of `cidrs` (each entry names one of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pool: Vec<PoolCidr>,
+    /// Unmodelled fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One `spec.ipv4.pool[]` / `spec.ipv6.pool[]` entry (v2).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolCidr {
+    /// The CIDR of `cidrs` these settings are for, as written.
+    #[serde(default)]
+    pub cidr: String,
+    /// Address ranges of that CIDR no new node block may overlap (blocks already handed out
+    /// stay with their node until it releases them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved_ranges: Vec<ReservedRange>,
+    /// Unmodelled fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// An inclusive address range (`start` to `end`), as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ReservedRange {
+    /// First address of the range.
+    #[serde(default)]
+    pub start: String,
+    /// Last address of the range.
+    #[serde(default)]
+    pub end: String,
     /// Unmodelled fields.
     #[serde(flatten)]
     pub extra: Extra,
@@ -150,6 +186,26 @@ mod tests {
         assert!(pool.skip_masquerade());
         assert_eq!(pool.spec.ipv4.as_ref().map(|v4| v4.mask_size), Some(27));
         assert_eq!(pool.spec.namespace_selector, Some(LabelSelector::default()));
+        assert_eq!(serde_json::to_value(&pool).expect("encodes"), doc);
+    }
+
+    #[test]
+    fn v2_reserved_ranges_round_trip() {
+        let doc = json!({
+            "apiVersion": "cilium.io/v2",
+            "kind": "CiliumPodIPPool",
+            "metadata": {"name": "default"},
+            "spec": {"ipv4": {
+                "cidrs": ["10.10.0.0/16", "10.20.0.0/16"],
+                "maskSize": 24,
+                "pool": [{"cidr": "10.10.0.0/16",
+                          "reservedRanges": [{"start": "10.10.0.0", "end": "10.10.255.255"}]}]
+            }}
+        });
+        let pool: CiliumPodIPPool = serde_json::from_value(doc.clone()).expect("decodes");
+        let v4 = pool.spec.ipv4.as_ref().expect("ipv4");
+        assert_eq!(v4.pool.len(), 1);
+        assert_eq!(v4.pool[0].reserved_ranges[0].end, "10.10.255.255");
         assert_eq!(serde_json::to_value(&pool).expect("encodes"), doc);
     }
 

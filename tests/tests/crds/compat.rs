@@ -43,12 +43,28 @@ fn newer(file_name: &str) -> &'static [&'static str] {
         .map_or(&[], |(_, paths)| paths)
 }
 
+/// Our CRD as the fixture's upstream version would have it: the fixture's CiliumPodIPPool
+/// predates the `v2` version (spec §1.8: newer upstream defines it, not served), which weft
+/// serves and stores so that `reservedRanges` are kept; v2alpha1 is compared as upstream's.
+fn without_newer_versions(file_name: &str, crd: &Value) -> Value {
+    let mut crd = crd.clone();
+    if file_name == "ciliumpodippools.yaml" {
+        let versions = crd["spec"]["versions"]
+            .as_array_mut()
+            .expect("CRD has versions");
+        versions.retain(|v| v["name"] != "v2");
+        versions[0]["storage"] = json!(true);
+    }
+    crd
+}
+
 #[test]
 fn generated_crds_are_compatible_with_upstream() {
     let mut report = Vec::new();
     for crd in generated() {
         let upstream = upstream_crd(&crd.file_name);
-        let mismatches = crd_mismatches(&crd.document, &upstream, newer(&crd.file_name));
+        let ours = without_newer_versions(&crd.file_name, &crd.document);
+        let mismatches = crd_mismatches(&ours, &upstream, newer(&crd.file_name));
         report.extend(mismatches.iter().map(|m| format!("{}: {m}", crd.file_name)));
     }
     assert!(
