@@ -3,7 +3,7 @@
 //! round-robin cursor, and the building of a family's list of sets (Cilium `NewCIDRSets`,
 //! with its collision and family checks). It knows neither nodes nor pools.
 //!
-//! Used and reserved blocks are kept as index ranges ([`intervals`]), never as a bitmap, so a
+//! Used and reserved blocks are kept as index ranges (`intervals`), never as a bitmap, so a
 //! v4 `/0` carved into `/32`s costs no more than a `/16` carved into `/24`s.
 
 mod intervals;
@@ -321,6 +321,17 @@ impl CidrSet {
     pub fn is_allocated(&self, cidr: &IpNet) -> Result<bool, CidrSetError> {
         let (lo, hi) = self.index_range(cidr)?;
         Ok(self.used.covers(lo, hi))
+    }
+
+    /// Whether any block `cidr` covers is held: the check that keeps a prefix larger than a
+    /// block from being occupied over another holder's block (Cilium checks
+    /// [`CidrSet::is_allocated`], all blocks, only).
+    ///
+    /// # Errors
+    /// [`CidrSetError::OutOfRange`].
+    pub fn overlaps_allocated(&self, cidr: &IpNet) -> Result<bool, CidrSetError> {
+        let (lo, hi) = self.index_range(cidr)?;
+        Ok(self.used.count_in(lo, hi) > 0)
     }
 
     /// Replaces the reserved ranges: no block overlapping one is handed out again, while

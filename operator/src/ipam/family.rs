@@ -91,3 +91,9 @@ pub(crate) fn u128_to_addr(family: Family, value: u128) -> IpAddr {
         Family::V6 => IpAddr::V6(Ipv6Addr::from(value)),
     }
 }
+
+/// Formats prefixes the way Go prints a `[]netip.Prefix` with `%s`: `[a b c]`.
+pub(crate) fn go_list(nets: &[IpNet]) -> String {
+    let items: Vec<String> = nets.iter().map(ToString::to_string).collect();
+    format!("[{}]", items.join(" "))
+}

@@ -9,6 +9,7 @@
 //! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
 
 pub mod cidrset;
+pub mod clusterpool;
 mod family;
 
 pub use family::Family;

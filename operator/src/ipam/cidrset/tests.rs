@@ -192,6 +192,8 @@ fn occupy_twice_and_release_count_once() {
     s.occupy(&net("10.0.5.0/24")).unwrap();
     assert_eq!(s.used(), 2);
     assert!(!s.is_allocated(&net("10.0.4.0/22")).unwrap());
+    assert!(s.overlaps_allocated(&net("10.0.4.0/22")).unwrap());
+    assert!(!s.overlaps_allocated(&net("10.0.6.0/23")).unwrap());
     assert!(s.is_allocated(&net("10.0.4.0/23")).unwrap());
     // Releasing a sub-block prefix frees its whole block.
     s.release(&net("10.0.5.128/25")).unwrap();
