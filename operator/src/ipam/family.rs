@@ -97,3 +97,11 @@ pub(crate) fn go_list(nets: &[IpNet]) -> String {
     let items: Vec<String> = nets.iter().map(ToString::to_string).collect();
     format!("[{}]", items.join(" "))
 }
+
+/// Orders prefixes like Go's `netip.Prefix.Compare`: family, then prefix length, then address.
+pub(crate) fn prefix_cmp(a: &IpNet, b: &IpNet) -> std::cmp::Ordering {
+    Family::of(a)
+        .cmp(&Family::of(b))
+        .then(a.prefix_len().cmp(&b.prefix_len()))
+        .then(a.addr().cmp(&b.addr()))
+}

@@ -11,5 +11,6 @@
 pub mod cidrset;
 pub mod clusterpool;
 mod family;
+pub mod multipool;
 
 pub use family::Family;
