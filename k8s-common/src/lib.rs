@@ -10,6 +10,7 @@
 
 pub mod api_metrics;
 pub mod client;
+pub mod config_values;
 pub mod crd;
 pub mod instrument;
 pub mod labels;

@@ -19,7 +19,6 @@ pub struct DecodeError {
     pub reason: String,
 }
 
-
 /// A resource weft reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Resource {
@@ -35,6 +34,8 @@ pub enum Resource {
     CiliumNode,
     /// `cilium.io/v2alpha1` `ciliumpodippools`.
     CiliumPodIpPool,
+    /// `cilium.io/v2` `ciliumpodippools` (with `reservedRanges`; served by weft's CRD).
+    CiliumPodIpPoolV2,
     /// `cilium.io/v2` `ciliumnodeconfigs`.
     CiliumNodeConfig,
     /// `cilium.io/v2` `ciliumendpoints`.
@@ -59,6 +60,7 @@ impl Resource {
                 "CiliumPodIPPool",
                 "ciliumpodippools",
             ),
+            Self::CiliumPodIpPoolV2 => ("cilium.io", "v2", "CiliumPodIPPool", "ciliumpodippools"),
             Self::CiliumNodeConfig => ("cilium.io", "v2", "CiliumNodeConfig", "ciliumnodeconfigs"),
             Self::CiliumEndpoint => ("cilium.io", "v2", "CiliumEndpoint", "ciliumendpoints"),
             Self::CiliumIdentity => ("cilium.io", "v2", "CiliumIdentity", "ciliumidentities"),

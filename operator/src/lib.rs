@@ -1,5 +1,27 @@
 //! weft-operator: the cluster-wide half of weft's IPAM. It hands node CIDRs to CiliumNodes
-//! (cluster-pool, multi-pool) the way Cilium's operator does. This library holds the parts
-//! the operator binary is built from; it owns no Kubernetes or cloud client itself.
+//! (cluster-pool, multi-pool) the way Cilium's operator does, deletes the CiliumNodes of
+//! deleted nodes, and runs as replicas of which one, elected through a Lease, mutates.
+//!
+//! Dependencies run one way: this crate uses `weft-k8s` (the CRD wire types and the client
+//! plumbing it shares with the agent) and never the agent or its datapath; the agent's
+//! single-host mode uses the pure allocator cores in [`ipam`].
+//!
+//! - [`ipam`]: the pure allocator cores (no IO).
+//! - [`node`], [`manager`]: what the operator reads of a CiliumNode and the node manager that
+//!   drives an [`manager::Allocator`] (pure).
+//! - [`config`], [`cli`]: flags and cilium-config keys.
+//! - [`k8s`]: watches, the CiliumNode writer, node lifecycle and auto-created pools.
+//! - [`leader`]: leader election on a `coordination.k8s.io/v1` Lease.
+//! - [`metrics`], [`http`]: `/metrics` and `/healthz`.
+//! - [`run`]: the composition root.
 
+pub mod cli;
+pub mod config;
+pub mod http;
 pub mod ipam;
+pub mod k8s;
+pub mod leader;
+pub mod manager;
+pub mod metrics;
+pub mod node;
+pub mod run;

@@ -10,13 +10,12 @@ use std::{
 use agent_common::EndpointInfo;
 use tracing::warn;
 
-use crate::faults::{self, Point};
-
 use super::{
     Datapath, DatapathError,
     ipcache::{IpcacheEntry, host_prefix},
     netlink::{self, PodIface, PodIfaceSpec},
 };
+use crate::faults::{self, Point};
 
 /// What a pod needs from the datapath.
 #[derive(Clone, Debug)]

@@ -160,7 +160,7 @@ fn receive(watch: Watch, doc: &Value) -> Received {
         Resource::CiliumNode => decode(doc).map(Object::Node),
         Resource::Pod => decode(doc).map(Object::Pod),
         Resource::Namespace => decode(doc).map(Object::Namespace),
-        Resource::CiliumPodIpPool => decode(doc).map(Object::Pool),
+        Resource::CiliumPodIpPool | Resource::CiliumPodIpPoolV2 => decode(doc).map(Object::Pool),
         Resource::CiliumNodeConfig => decode(doc).map(Object::NodeConfig),
         Resource::CiliumEndpoint => decode::<CiliumEndpoint>(doc)
             .map(|cep| Object::Endpoint(Arc::new(EndpointSummary::from(&cep)))),
@@ -208,7 +208,9 @@ fn remove(builder: &mut Builder, node_name: &str, watch: Watch, name: String, na
         Resource::CiliumNode => drop(snapshot.nodes.remove(&name)),
         Resource::Pod => drop(snapshot.pods.remove(&(namespace, name))),
         Resource::Namespace => drop(snapshot.namespaces.remove(&name)),
-        Resource::CiliumPodIpPool => drop(snapshot.pools.remove(&name)),
+        Resource::CiliumPodIpPool | Resource::CiliumPodIpPoolV2 => {
+            drop(snapshot.pools.remove(&name));
+        }
         Resource::CiliumNodeConfig => drop(snapshot.node_configs.remove(&(namespace, name))),
         Resource::CiliumEndpoint => drop(snapshot.endpoints.remove(&(namespace, name))),
         Resource::CiliumIdentity => drop(snapshot.identities.remove(&name)),

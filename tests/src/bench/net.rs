@@ -22,7 +22,6 @@ use std::{
 use agent_common::endpoint::ENDPOINT_F_NO_SNAT_V4;
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
-
 use weft_agent::datapath::NetdevConfig;
 
 use crate::{

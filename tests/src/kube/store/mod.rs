@@ -20,7 +20,6 @@ mod writes;
 
 pub use self::writes::conflict;
 use self::writes::invalid;
-
 use super::{
     meta::{self, meta_str, metadata},
     resources::ResourceDef,

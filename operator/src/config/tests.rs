@@ -1,0 +1,135 @@
+use clap::Parser as _;
+
+use super::*;
+
+fn resolve(args: &[&str], file: &[(&str, &str)]) -> Result<OperatorConfig, ConfigError> {
+    let cli = Cli::try_parse_from(std::iter::once("weft-operator").chain(args.iter().copied()))
+        .expect("flags parse");
+    let file = file
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    OperatorConfig::resolve(&cli, &file)
+}
+
+#[test]
+fn defaults_are_ciliums() {
+    let c = resolve(&[], &[]).expect("defaults");
+    assert_eq!(c.ipam, IpamMode::ClusterPool);
+    assert!(c.enable_ipv4 && !c.enable_ipv6);
+    assert_eq!(c.cluster_pool.ipv4.mask_size, 24);
+    assert_eq!(c.cluster_pool.ipv6.mask_size, 112);
+    assert_eq!(c.prometheus_addr, "0.0.0.0:9963".parse().expect("addr"));
+    assert_eq!(c.api_addr, "127.0.0.1:9234".parse().expect("addr"));
+    assert!(c.leader_election && !c.enable_metrics);
+    assert_eq!(c.leader.lease_duration, Duration::from_secs(15));
+    assert_eq!(c.leader.renew_deadline, Duration::from_secs(10));
+    assert_eq!(c.leader.retry_period, Duration::from_secs(2));
+}
+
+#[test]
+fn flags_win_over_the_config_dir() {
+    let file = [
+        ("ipam", "cluster-pool"),
+        ("cluster-pool-ipv4-cidr", "10.0.0.0/16 10.1.0.0/16"),
+        ("cluster-pool-ipv4-mask-size", "26"),
+        ("leader-election", "true"),
+    ];
+    let c = resolve(&["--ipam", "multi-pool", "--leader-election=false"], &file).expect("ok");
+    assert_eq!(c.ipam, IpamMode::MultiPool);
+    assert!(!c.leader_election);
+    assert_eq!(c.cluster_pool.ipv4.mask_size, 26);
+    assert_eq!(c.cluster_pool.ipv4.cidrs.len(), 2);
+    let c = resolve(
+        &[
+            "--cluster-pool-ipv4-cidr",
+            "10.9.0.0/16,10.8.0.0/16",
+            "--cluster-pool-ipv4-cidr=10.7.0.0/16",
+        ],
+        &file,
+    )
+    .expect("ok");
+    let got: Vec<String> = c
+        .cluster_pool
+        .ipv4
+        .cidrs
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(got, ["10.9.0.0/16", "10.8.0.0/16", "10.7.0.0/16"]);
+}
+
+#[test]
+fn bad_values_name_the_key() {
+    for (args, file, want) in [
+        (
+            vec!["--enable-ipv6=maybe"],
+            vec![],
+            "enable-ipv6: \"maybe\" is not true or false",
+        ),
+        (
+            vec![],
+            vec![("cluster-pool-ipv4-cidr", "10.0.0.0/33")],
+            "cluster-pool-ipv4-cidr: \"10.0.0.0/33\"",
+        ),
+        (vec!["--ipam", "eni"], vec![], "ipam: \"eni\" is not served"),
+        (
+            vec!["--leader-election-renew-deadline", "20s"],
+            vec![],
+            "must be longer than",
+        ),
+        (
+            vec!["--operator-api-serve-addr", "nowhere"],
+            vec![],
+            "operator-api-serve-addr",
+        ),
+    ] {
+        let err = resolve(&args, &file).expect_err("refused").to_string();
+        assert!(err.contains(want), "{args:?} {file:?}: {err}");
+    }
+}
+
+#[test]
+fn auto_create_pools_in_ciliums_format() {
+    let c = resolve(
+        &[
+            "--auto-create-cilium-pod-ip-pools",
+            "default=ipv4-cidrs:10.10.0.0/16,10.11.0.0/16;ipv4-mask-size:24",
+            "--auto-create-cilium-pod-ip-pools",
+            "mars=ipv6-cidrs:fd00:11::/104;ipv6-mask-size:120;allow-first-ip:true",
+        ],
+        &[],
+    )
+    .expect("parses");
+    let default = &c.auto_create_pools["default"];
+    assert_eq!(
+        default.ipv4.as_ref().map(|f| (f.cidrs.len(), f.mask_size)),
+        Some((2, 24))
+    );
+    assert!(default.ipv6.is_none());
+    let mars = &c.auto_create_pools["mars"];
+    assert!(mars.allow_first_ip && !mars.allow_last_ip);
+    assert_eq!(mars.ipv6.as_ref().map(|f| f.mask_size), Some(120));
+    let c = resolve(
+        &[],
+        &[(
+            "auto-create-cilium-pod-ip-pools",
+            "a=ipv4-cidrs:10.0.0.0/8;ipv4-mask-size:24 b=ipv4-cidrs:11.0.0.0/8;ipv4-mask-size:26",
+        )],
+    )
+    .expect("space separated in the ConfigMap");
+    assert_eq!(c.auto_create_pools.len(), 2);
+    for bad in [
+        "noequals",
+        "x=ipv4-cidrs:10.0.0.0/8",
+        "x=ipv4-cidrs:banana;ipv4-mask-size:24",
+        "x=ipv4-mask-size:24;colour:red",
+        "x=",
+    ] {
+        let err = parse_auto_create(bad).expect_err(bad).to_string();
+        assert!(
+            err.starts_with("auto-create-cilium-pod-ip-pools: "),
+            "{err}"
+        );
+    }
+}

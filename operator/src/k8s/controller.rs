@@ -1,0 +1,297 @@
+//! The event loop: one task owns the [`NodeManager`] and takes, in order, the events of three
+//! watches (kube's `watcher` with its default backoff, so dropped watches re-list and resume):
+//! CiliumPodIPPools (multi-pool), CiliumNodes and v1 Nodes. A re-list is diffed against what
+//! the manager knew, so objects deleted while a watch was down are released too. Fresh blocks
+//! are handed out only once every CiliumNode (and pool) was listed: existing allocations are
+//! re-occupied first. A deleted v1 Node deletes its CiliumNode; a periodic collection deletes
+//! CiliumNodes whose Node has been missing for two passes (Cilium's `nodes-gc-interval`).
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use futures::{StreamExt as _, stream::BoxStream};
+use kube::{
+    Client,
+    api::DynamicObject,
+    runtime::{
+        WatchStreamExt as _,
+        watcher::{self, watcher},
+    },
+};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+use weft_k8s::{Resource, client::status_code};
+
+use super::{OperatorK8sError, pools::pool_view, writer::Op};
+use crate::{
+    manager::{NodeManager, Write},
+    metrics::Metrics,
+    node::NodeView,
+};
+
+/// Which watch an event came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Pools,
+    CiliumNodes,
+    Nodes,
+}
+
+impl Source {
+    const fn plural(self) -> &'static str {
+        match self {
+            Self::Pools => "ciliumpodippools",
+            Self::CiliumNodes => "ciliumnodes",
+            Self::Nodes => "nodes",
+        }
+    }
+}
+
+type Events = BoxStream<
+    'static,
+    (
+        Source,
+        Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ),
+>;
+
+fn watch(client: &Client, resource: Resource, source: Source) -> Events {
+    watcher(resource.all(client), watcher::Config::default())
+        .default_backoff()
+        .map(move |e| (source, e))
+        .boxed()
+}
+
+/// Per-watch bookkeeping of a (re-)list.
+#[derive(Debug, Default)]
+struct Listing {
+    synced: bool,
+    seen: Option<BTreeSet<String>>,
+}
+
+fn name_of(object: &DynamicObject) -> String {
+    object.metadata.name.clone().unwrap_or_default()
+}
+
+/// The shared node manager (the metrics scrape reads it).
+pub type SharedManager = Arc<Mutex<NodeManager>>;
+
+/// Lock the manager (a panic elsewhere does not make its state unusable: every change is one
+/// call).
+pub fn lock(manager: &SharedManager) -> MutexGuard<'_, NodeManager> {
+    manager.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The loop's state between events.
+struct Loop {
+    manager: SharedManager,
+    writes: mpsc::UnboundedSender<Op>,
+    metrics: Metrics,
+    pools: Listing,
+    cilium_nodes: Listing,
+    nodes: Listing,
+    /// v1 Nodes that exist.
+    node_names: BTreeSet<String>,
+    /// CiliumNodes without a Node at the last collection pass.
+    gc_candidates: BTreeSet<String>,
+}
+
+impl Loop {
+    fn send(&self, writes: Vec<Write>) {
+        for write in writes {
+            let _ = self.writes.send(Op::Write(write));
+        }
+    }
+
+    /// One collection pass: delete CiliumNodes whose Node was missing last time too.
+    fn collect_garbage(&mut self) {
+        let mut m = lock(&self.manager);
+        let missing: BTreeSet<String> = m
+            .node_names()
+            .filter(|n| !self.node_names.contains(*n))
+            .map(str::to_owned)
+            .collect();
+        for name in missing.intersection(&self.gc_candidates) {
+            info!(node = %name, "CiliumNode has no Node for two collection passes; deleting it");
+            m.delete(name);
+            let _ = self.writes.send(Op::Delete(name.clone()));
+        }
+        self.gc_candidates = missing.difference(&self.gc_candidates).cloned().collect();
+    }
+
+    fn apply(&mut self, source: Source, object: &DynamicObject) -> Vec<Write> {
+        let name = name_of(object);
+        let mut m = lock(&self.manager);
+        let listing = match source {
+            Source::Pools => &mut self.pools,
+            Source::CiliumNodes => &mut self.cilium_nodes,
+            Source::Nodes => &mut self.nodes,
+        };
+        if let Some(seen) = listing.seen.as_mut() {
+            seen.insert(name.clone());
+        }
+        let doc = weft_k8s::resource::to_json(object);
+        match source {
+            Source::Pools => m.pool_upsert(&pool_view(&doc)),
+            Source::CiliumNodes => m.upsert(NodeView::from_json(&doc)).into_iter().collect(),
+            Source::Nodes => {
+                self.node_names.insert(name);
+                Vec::new()
+            }
+        }
+    }
+
+    fn delete(&mut self, source: Source, name: &str) -> Vec<Write> {
+        let mut m = lock(&self.manager);
+        match source {
+            Source::Pools => return m.pool_delete(name),
+            Source::CiliumNodes => m.delete(name),
+            Source::Nodes => {
+                self.node_names.remove(name);
+                if m.node_names().any(|n| n == name) {
+                    info!(node = %name, "Node deleted; deleting its CiliumNode");
+                    m.delete(name);
+                    let _ = self.writes.send(Op::Delete(name.to_owned()));
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    /// A (re-)list ended: what it did not show is gone; the first full listing restores.
+    fn listed(&mut self, source: Source) -> Vec<Write> {
+        let mut m = lock(&self.manager);
+        let mut out = Vec::new();
+        let listing = match source {
+            Source::Pools => &mut self.pools,
+            Source::CiliumNodes => &mut self.cilium_nodes,
+            Source::Nodes => &mut self.nodes,
+        };
+        let seen = listing.seen.take().unwrap_or_default();
+        listing.synced = true;
+        match source {
+            Source::Pools => {
+                for name in m.pool_names().iter().filter(|n| !seen.contains(*n)) {
+                    out.extend(m.pool_delete(name));
+                }
+            }
+            Source::CiliumNodes => {
+                let gone: Vec<String> = m
+                    .node_names()
+                    .filter(|n| !seen.contains(*n))
+                    .map(str::to_owned)
+                    .collect();
+                for name in gone {
+                    m.delete(&name);
+                }
+            }
+            Source::Nodes => self.node_names.retain(|n| seen.contains(n)),
+        }
+        if !m.restored() && self.pools.synced && self.cilium_nodes.synced {
+            info!(
+                nodes = m.node_names().count(),
+                "every CiliumNode listed; existing allocations restored"
+            );
+            self.metrics.resync.inc();
+            out.extend(m.restore_finished());
+        }
+        out
+    }
+
+    fn handle(&mut self, source: Source, event: watcher::Event<DynamicObject>) {
+        let writes = match event {
+            watcher::Event::Init => {
+                self.listing(source).seen = Some(BTreeSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
+                self.apply(source, &object)
+            }
+            watcher::Event::Delete(object) => self.delete(source, &name_of(&object)),
+            watcher::Event::InitDone => self.listed(source),
+        };
+        self.send(writes);
+    }
+
+    fn listing(&mut self, source: Source) -> &mut Listing {
+        match source {
+            Source::Pools => &mut self.pools,
+            Source::CiliumNodes => &mut self.cilium_nodes,
+            Source::Nodes => &mut self.nodes,
+        }
+    }
+}
+
+/// Runs the loop until a watch fails for good (401/403) or `shutdown` resolves.
+///
+/// # Errors
+/// [`OperatorK8sError::Watch`] when a watch is refused permission.
+pub async fn run(
+    client: Client,
+    manager: SharedManager,
+    pool_resource: Option<Resource>,
+    writes: mpsc::UnboundedSender<Op>,
+    metrics: Metrics,
+    gc_interval: Duration,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), OperatorK8sError> {
+    let mut state = Loop {
+        manager,
+        writes,
+        metrics,
+        pools: Listing::default(),
+        cilium_nodes: Listing::default(),
+        nodes: Listing::default(),
+        node_names: BTreeSet::new(),
+        gc_candidates: BTreeSet::new(),
+    };
+    // Pools first: a node's blocks are occupied in pools the allocator knows.
+    let mut streams: Vec<Events> = Vec::new();
+    if let Some(resource) = pool_resource {
+        streams.push(watch(&client, resource, Source::Pools));
+    } else {
+        state.pools.synced = true;
+    }
+    streams.push(watch(&client, Resource::CiliumNode, Source::CiliumNodes));
+    streams.push(watch(&client, Resource::Node, Source::Nodes));
+    let mut events = futures::stream::select_all(streams);
+    let collecting = !gc_interval.is_zero();
+    let mut gc = tokio::time::interval(if collecting {
+        gc_interval
+    } else {
+        Duration::from_hours(24)
+    });
+    gc.tick().await;
+    tokio::pin!(shutdown);
+    loop {
+        let (source, event) = tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            _ = gc.tick(), if collecting && state.nodes.synced => {
+                state.collect_garbage();
+                continue;
+            }
+            next = events.next() => match next {
+                Some(next) => next,
+                None => return Ok(()),
+            },
+        };
+        match event {
+            Ok(event) => state.handle(source, event),
+            Err(error) => {
+                if let watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) =
+                    &error
+                    && matches!(status_code(e), Some(401 | 403))
+                {
+                    return Err(OperatorK8sError::Watch {
+                        resource: source.plural(),
+                        source: error,
+                    });
+                }
+                warn!(resource = source.plural(), %error, "watch failed; retrying with backoff");
+            }
+        }
+    }
+}

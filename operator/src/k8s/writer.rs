@@ -1,0 +1,273 @@
+//! The one task that writes CiliumNodes. The node manager hands it [`Write`]s; it keeps the
+//! latest per node (a newer part replaces an older one not yet written), writes each node at
+//! most once per second (Cilium batches with a 1 s trigger), several nodes at a time, and
+//! retries what failed for a transient reason. Parts go as JSON merge patches of exactly the
+//! fields the operator owns (`spec.ipam.podCIDRs` or `spec.ipam.pools.allocated`, and
+//! `status.ipam.operator-status` through `/status`), so nothing another writer (the agent)
+//! owns is ever overwritten. Deletions of CiliumNodes (gone nodes) go through here too.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use futures::{StreamExt as _, stream::FuturesUnordered};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+use weft_k8s::{Resource, client::status_code};
+
+use crate::{
+    manager::{SpecPart, Write},
+    metrics::{Metrics, PartLabels},
+};
+
+/// Least time between two writes of one CiliumNode.
+pub const NODE_WRITE_INTERVAL: Duration = Duration::from_secs(1);
+/// Writes in flight at once.
+const CONCURRENCY: usize = 32;
+/// Wait before a failed write is tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// What the writer is asked to do.
+#[derive(Debug)]
+pub enum Op {
+    /// Change parts of a CiliumNode.
+    Write(Write),
+    /// Delete a CiliumNode (its Node is gone).
+    Delete(String),
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    spec: Option<SpecPart>,
+    error: Option<String>,
+    delete: bool,
+}
+
+impl Pending {
+    fn merge(&mut self, op: Op) {
+        match op {
+            Op::Write(w) => {
+                if w.spec.is_some() {
+                    self.spec = w.spec;
+                }
+                if w.error.is_some() {
+                    self.error = w.error;
+                }
+            }
+            Op::Delete(_) => self.delete = true,
+        }
+    }
+}
+
+/// The JSON merge patch of a spec part.
+#[must_use]
+pub fn spec_patch(part: &SpecPart) -> Value {
+    match part {
+        SpecPart::PodCidrs(cidrs) if cidrs.is_empty() => {
+            json!({"spec": {"ipam": {"podCIDRs": null}}})
+        }
+        SpecPart::PodCidrs(cidrs) => json!({"spec": {"ipam": {"podCIDRs": cidrs}}}),
+        SpecPart::PoolsAllocated(pools) => {
+            let entries: Vec<Value> = pools
+                .iter()
+                .map(|p| {
+                    let mut entry = json!({"pool": p.pool, "cidrs": p.cidrs});
+                    if p.allow_first_ip {
+                        entry["allowFirstIP"] = json!(true);
+                    }
+                    if p.allow_last_ip {
+                        entry["allowLastIP"] = json!(true);
+                    }
+                    entry
+                })
+                .collect();
+            let allocated = if entries.is_empty() {
+                Value::Null
+            } else {
+                Value::Array(entries)
+            };
+            json!({"spec": {"ipam": {"pools": {"allocated": allocated}}}})
+        }
+    }
+}
+
+/// The JSON merge patch of `operator-status` (an empty error clears it, as Cilium's
+/// `omitempty` does).
+#[must_use]
+pub fn status_patch(error: &str) -> Value {
+    if error.is_empty() {
+        json!({"status": {"ipam": {"operator-status": {"error": null}}}})
+    } else {
+        json!({"status": {"ipam": {"operator-status": {"error": error}}}})
+    }
+}
+
+/// Outcome of one node's writes.
+enum Done {
+    Ok,
+    Retry(Pending),
+}
+
+async fn carry_out(
+    api: Api<DynamicObject>,
+    name: String,
+    mut p: Pending,
+    metrics: Metrics,
+) -> (String, Done) {
+    let params = PatchParams::default();
+    if p.delete {
+        return match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {
+                info!(node = %name, "deleted the CiliumNode of a deleted node");
+                (name, Done::Ok)
+            }
+            Err(e) if status_code(&e) == Some(404) => (name, Done::Ok),
+            Err(error) => {
+                warn!(node = %name, %error, "deleting CiliumNode failed; will retry");
+                (name, Done::Retry(p))
+            }
+        };
+    }
+    if let Some(part) = p.spec.take() {
+        match api
+            .patch(&name, &params, &Patch::Merge(spec_patch(&part)))
+            .await
+        {
+            Ok(_) => {
+                metrics
+                    .writes
+                    .get_or_create(&PartLabels { part: "spec" })
+                    .inc();
+            }
+            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
+            Err(error) => {
+                warn!(node = %name, %error, "writing CiliumNode spec failed; will retry");
+                p.spec = Some(part);
+                return (name, Done::Retry(p));
+            }
+        }
+    }
+    if let Some(error_text) = p.error.take() {
+        match api
+            .patch_status(&name, &params, &Patch::Merge(status_patch(&error_text)))
+            .await
+        {
+            Ok(_) => {
+                metrics
+                    .writes
+                    .get_or_create(&PartLabels { part: "status" })
+                    .inc();
+            }
+            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
+            Err(error) => {
+                warn!(node = %name, %error, "writing CiliumNode status failed; will retry");
+                p.error = Some(error_text);
+                return (name, Done::Retry(p));
+            }
+        }
+    }
+    (name, Done::Ok)
+}
+
+/// Runs the writer until `ops` closes and everything queued was tried once more.
+pub async fn run(client: Client, mut ops: mpsc::UnboundedReceiver<Op>, metrics: Metrics) {
+    let api = Resource::CiliumNode.all(&client);
+    let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
+    let mut not_before: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut in_flight = FuturesUnordered::new();
+    let mut busy = std::collections::BTreeSet::new();
+    let mut open = true;
+    loop {
+        let now = Instant::now();
+        not_before.retain(|_, t| *t > now);
+        let due: Vec<String> = pending
+            .keys()
+            .filter(|n| !busy.contains(*n) && !not_before.contains_key(*n))
+            .take(CONCURRENCY.saturating_sub(in_flight.len()))
+            .cloned()
+            .collect();
+        for name in due {
+            if let Some(p) = pending.remove(&name) {
+                busy.insert(name.clone());
+                not_before.insert(name.clone(), now + NODE_WRITE_INTERVAL);
+                in_flight.push(carry_out(api.clone(), name, p, metrics.clone()));
+            }
+        }
+        if !open && pending.is_empty() && in_flight.is_empty() {
+            return;
+        }
+        let next_due = pending
+            .keys()
+            .filter_map(|n| not_before.get(n))
+            .min()
+            .copied();
+        let sleep = next_due.map_or(Duration::from_hours(1), |t| {
+            t.saturating_duration_since(now)
+        });
+        tokio::select! {
+            op = ops.recv(), if open => match op {
+                Some(op) => {
+                    let name = match &op { Op::Write(w) => w.node.clone(), Op::Delete(n) => n.clone() };
+                    pending.entry(name).or_default().merge(op);
+                    while let Ok(op) = ops.try_recv() {
+                        let name = match &op { Op::Write(w) => w.node.clone(), Op::Delete(n) => n.clone() };
+                        pending.entry(name).or_default().merge(op);
+                    }
+                }
+                None => open = false,
+            },
+            Some((name, done)) = in_flight.next(), if !in_flight.is_empty() => {
+                busy.remove(&name);
+                if let Done::Retry(mut failed) = done {
+                    not_before.insert(name.clone(), Instant::now() + RETRY_AFTER);
+                    // A newer part queued meanwhile wins over the failed one.
+                    if let Some(newer) = pending.remove(&name) {
+                        if newer.spec.is_some() { failed.spec = newer.spec; }
+                        if newer.error.is_some() { failed.error = newer.error; }
+                        failed.delete |= newer.delete;
+                    }
+                    pending.insert(name, failed);
+                }
+            },
+            () = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipam::multipool::Allocated;
+
+    #[test]
+    fn patches_touch_only_the_operators_fields() {
+        assert_eq!(
+            spec_patch(&SpecPart::PodCidrs(vec!["10.0.0.0/24".into()])),
+            json!({"spec": {"ipam": {"podCIDRs": ["10.0.0.0/24"]}}})
+        );
+        let pools = SpecPart::PoolsAllocated(vec![Allocated {
+            pool: "mars".into(),
+            cidrs: vec!["10.0.11.0/27".into()],
+            allow_first_ip: false,
+            allow_last_ip: true,
+        }]);
+        assert_eq!(
+            spec_patch(&pools),
+            json!({"spec": {"ipam": {"pools": {"allocated": [{"pool": "mars", "cidrs": ["10.0.11.0/27"], "allowLastIP": true}]}}}})
+        );
+        assert_eq!(
+            spec_patch(&SpecPart::PoolsAllocated(Vec::new())),
+            json!({"spec": {"ipam": {"pools": {"allocated": null}}}})
+        );
+        assert_eq!(
+            status_patch(""),
+            json!({"status": {"ipam": {"operator-status": {"error": null}}}})
+        );
+    }
+}

@@ -1,0 +1,347 @@
+//! The node manager: the operator's one owner of allocation state. It keeps the latest view of
+//! every CiliumNode, hands each change to the mode's [`Allocator`], and answers with the
+//! [`Write`]s that bring the object in line (only the parts that differ from what the node
+//! holds). It is pure and synchronous — the Kubernetes side feeds it events and carries out
+//! its writes — so a cloud allocator (Azure, with its own API calls) plugs in as another
+//! [`Allocator`] whose answers come from its cached view of the cloud.
+//!
+//! Writes are applied to the manager's view as soon as they are handed out and remembered as
+//! expected until a watch event shows them (or [`EXPECT_FOR`] has passed): an event that was
+//! already on its way when the write went out still lacks the written part, and must neither
+//! write the same again nor make the allocator release the blocks it just gave (the written
+//! part is what the operator owns, so its own word wins over a stale event).
+
+mod clusterpool;
+mod multipool;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::{Duration, Instant},
+};
+
+use tracing::{info, warn};
+
+pub use self::{clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator};
+use crate::{
+    ipam::{Family, multipool::Allocated},
+    node::NodeView,
+};
+
+/// The part of `spec.ipam` the operator owns in a mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecPart {
+    /// `spec.ipam.podCIDRs` (cluster-pool).
+    PodCidrs(Vec<String>),
+    /// `spec.ipam.pools.allocated` (multi-pool).
+    PoolsAllocated(Vec<Allocated>),
+}
+
+/// What an allocator wants one CiliumNode to hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Desired {
+    /// The spec part (`None`: leave it as it is).
+    pub spec: Option<SpecPart>,
+    /// `status.ipam.operator-status.error` (empty: none).
+    pub error: String,
+    /// Lines to log at warning level (Cilium's texts).
+    pub warnings: Vec<String>,
+    /// The node waits for the restore to finish.
+    pub postponed: bool,
+}
+
+/// One write to carry out: the parts of a CiliumNode to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// The CiliumNode.
+    pub node: String,
+    /// New spec part, if it changes.
+    pub spec: Option<SpecPart>,
+    /// New `operator-status.error`, if it changes (empty clears it).
+    pub error: Option<String>,
+}
+
+/// Addresses of one node as the allocator sees them (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    /// Addresses in the node's blocks.
+    pub available: u64,
+    /// Addresses the node asks for beyond what it holds (multi-pool demand).
+    pub needed: u64,
+}
+
+/// Blocks of one pool and family (for metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockUsage {
+    /// The pool (`cluster-pool` in cluster-pool mode).
+    pub pool: String,
+    /// The family.
+    pub family: Family,
+    /// Blocks held by nodes.
+    pub in_use: u64,
+    /// Blocks that can still be handed out.
+    pub free: u64,
+}
+
+/// A CiliumPodIPPool as the manager is told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolView {
+    /// The pool's name.
+    pub name: String,
+    /// Its spec, or why it cannot be used (names the field).
+    pub spec: Result<crate::ipam::multipool::PoolSpec, String>,
+}
+
+/// A mode's allocation policy, driven by the [`NodeManager`].
+pub trait Allocator: Send + std::fmt::Debug {
+    /// A CiliumNode was added or changed: what it should hold.
+    fn upsert(&mut self, node: &NodeView) -> Desired;
+    /// A CiliumNode is gone: release what it held.
+    fn release(&mut self, node: &str);
+    /// Every existing CiliumNode was passed once; returns the nodes to pass again.
+    fn restore_finished(&mut self) -> Vec<String>;
+    /// A pool was added or changed; returns lines to log. Modes without pools ignore it.
+    fn pool_upsert(&mut self, _pool: &PoolView) -> Vec<String> {
+        Vec::new()
+    }
+    /// A pool was deleted; returns lines to log.
+    fn pool_delete(&mut self, _name: &str) -> Vec<String> {
+        Vec::new()
+    }
+    /// The node's usage.
+    fn usage(&self, node: &NodeView) -> NodeUsage;
+    /// Block counts per pool and family.
+    fn blocks(&self) -> Vec<BlockUsage>;
+}
+
+/// Node counts by Cilium's `ipam_nodes` categories.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounts {
+    /// Every managed node.
+    pub total: u64,
+    /// Nodes that still need blocks (or whose allocation failed).
+    pub in_deficit: u64,
+    /// Nodes that need blocks while no block is free.
+    pub at_capacity: u64,
+}
+
+/// How long a handed-out write overrides what watch events show of its parts.
+pub const EXPECT_FOR: Duration = Duration::from_secs(30);
+
+/// Parts written but not yet seen in an event.
+#[derive(Debug)]
+struct Expected {
+    spec: Option<SpecPart>,
+    error: Option<String>,
+    at: Instant,
+}
+
+impl Expected {
+    /// Drops what `view` shows; overlays the rest onto it. Returns whether anything is left.
+    fn settle(&mut self, view: &mut NodeView) -> bool {
+        match &self.spec {
+            Some(SpecPart::PodCidrs(c)) if *c == view.pod_cidrs => self.spec = None,
+            Some(SpecPart::PoolsAllocated(p)) if *p == view.allocated => self.spec = None,
+            Some(SpecPart::PodCidrs(c)) => view.pod_cidrs.clone_from(c),
+            Some(SpecPart::PoolsAllocated(p)) => view.allocated.clone_from(p),
+            None => {}
+        }
+        match &self.error {
+            Some(e) if *e == view.operator_error => self.error = None,
+            Some(e) => view.operator_error.clone_from(e),
+            None => {}
+        }
+        self.spec.is_some() || self.error.is_some()
+    }
+}
+
+/// The node manager.
+#[derive(Debug)]
+pub struct NodeManager {
+    allocator: Box<dyn Allocator>,
+    nodes: BTreeMap<String, NodeView>,
+    expected: BTreeMap<String, Expected>,
+    pools: BTreeSet<String>,
+    postponed: BTreeSet<String>,
+    restored: bool,
+}
+
+impl NodeManager {
+    /// A manager over `allocator`, before the restore.
+    #[must_use]
+    pub fn new(allocator: Box<dyn Allocator>) -> Self {
+        Self {
+            allocator,
+            nodes: BTreeMap::new(),
+            expected: BTreeMap::new(),
+            pools: BTreeSet::new(),
+            postponed: BTreeSet::new(),
+            restored: false,
+        }
+    }
+
+    /// Whether the restore finished.
+    #[must_use]
+    pub const fn restored(&self) -> bool {
+        self.restored
+    }
+
+    /// Names of the CiliumNodes the manager knows.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    /// Names of the pools the manager was told of.
+    #[must_use]
+    pub fn pool_names(&self) -> Vec<String> {
+        self.pools.iter().cloned().collect()
+    }
+
+    /// A CiliumNode was added or changed.
+    pub fn upsert(&mut self, mut view: NodeView) -> Option<Write> {
+        if let Some(expected) = self.expected.get_mut(&view.name)
+            && (expected.at.elapsed() > EXPECT_FOR || !expected.settle(&mut view))
+        {
+            self.expected.remove(&view.name);
+        }
+        if view.ignored {
+            // Left alone, as Cilium's node watcher does; forget what we knew of it.
+            if self.nodes.remove(&view.name).is_some() {
+                info!(node = %view.name, "CiliumNode is annotated ipam.cilium.io/ignore; leaving it alone");
+            }
+            return None;
+        }
+        let name = view.name.clone();
+        self.nodes.insert(name.clone(), view);
+        self.reconcile(&name)
+    }
+
+    /// A CiliumNode was deleted: its blocks go back to the pool.
+    pub fn delete(&mut self, name: &str) {
+        self.postponed.remove(name);
+        self.expected.remove(name);
+        if self.nodes.remove(name).is_some() {
+            self.allocator.release(name);
+            info!(node = %name, "CiliumNode deleted; its blocks are released");
+        }
+    }
+
+    /// Every existing CiliumNode has been seen: hand out fresh blocks from now on.
+    pub fn restore_finished(&mut self) -> Vec<Write> {
+        self.restored = true;
+        let again: BTreeSet<String> = self
+            .allocator
+            .restore_finished()
+            .into_iter()
+            .chain(std::mem::take(&mut self.postponed))
+            .collect();
+        again
+            .iter()
+            .filter_map(|name| self.reconcile(name))
+            .collect()
+    }
+
+    /// A pool changed: every node is looked at again.
+    pub fn pool_upsert(&mut self, pool: &PoolView) -> Vec<Write> {
+        self.pools.insert(pool.name.clone());
+        for line in self.allocator.pool_upsert(pool) {
+            warn!(pool = %pool.name, "{line}");
+        }
+        self.reconcile_all()
+    }
+
+    /// A pool was deleted.
+    pub fn pool_delete(&mut self, name: &str) -> Vec<Write> {
+        self.pools.remove(name);
+        for line in self.allocator.pool_delete(name) {
+            warn!(pool = %name, "{line}");
+        }
+        self.reconcile_all()
+    }
+
+    fn reconcile_all(&mut self) -> Vec<Write> {
+        let names: Vec<String> = self.nodes.keys().cloned().collect();
+        names.iter().filter_map(|n| self.reconcile(n)).collect()
+    }
+
+    fn reconcile(&mut self, name: &str) -> Option<Write> {
+        let view = self.nodes.get(name)?;
+        let desired = self.allocator.upsert(view);
+        for line in &desired.warnings {
+            warn!(node = %name, "{line}");
+        }
+        if desired.postponed {
+            self.postponed.insert(name.to_owned());
+        }
+        let view = self.nodes.get_mut(name)?;
+        let spec = match desired.spec {
+            Some(SpecPart::PodCidrs(cidrs)) if cidrs != view.pod_cidrs => {
+                view.pod_cidrs.clone_from(&cidrs);
+                Some(SpecPart::PodCidrs(cidrs))
+            }
+            Some(SpecPart::PoolsAllocated(pools)) if pools != view.allocated => {
+                view.allocated.clone_from(&pools);
+                Some(SpecPart::PoolsAllocated(pools))
+            }
+            _ => None,
+        };
+        let error = (desired.error != view.operator_error).then(|| {
+            view.operator_error.clone_from(&desired.error);
+            desired.error
+        });
+        if let Some(e) = error.as_deref().filter(|e| !e.is_empty()) {
+            warn!(node = %name, error = %e, "allocation for CiliumNode failed");
+        }
+        if spec.is_none() && error.is_none() {
+            return None;
+        }
+        let expected = self.expected.entry(name.to_owned()).or_insert(Expected {
+            spec: None,
+            error: None,
+            at: Instant::now(),
+        });
+        expected.at = Instant::now();
+        if spec.is_some() {
+            expected.spec.clone_from(&spec);
+        }
+        if error.is_some() {
+            expected.error.clone_from(&error);
+        }
+        Some(Write {
+            node: name.to_owned(),
+            spec,
+            error,
+        })
+    }
+
+    /// Node counts and per-node usage, for metrics.
+    #[must_use]
+    pub fn usage(&self) -> (NodeCounts, Vec<(String, NodeUsage, u64)>) {
+        let free: u64 = self.allocator.blocks().iter().map(|b| b.free).sum();
+        let mut counts = NodeCounts::default();
+        let mut per_node = Vec::with_capacity(self.nodes.len());
+        for (name, view) in &self.nodes {
+            let usage = self.allocator.usage(view);
+            counts.total += 1;
+            let deficit = usage.needed > 0
+                || !view.operator_error.is_empty()
+                || self.postponed.contains(name);
+            if deficit {
+                counts.in_deficit += 1;
+                if free == 0 {
+                    counts.at_capacity += 1;
+                }
+            }
+            per_node.push((name.clone(), usage, view.used as u64));
+        }
+        (counts, per_node)
+    }
+
+    /// Block counts, for metrics.
+    #[must_use]
+    pub fn blocks(&self) -> Vec<BlockUsage> {
+        self.allocator.blocks()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,158 @@
+//! Multi-pool mode as an [`Allocator`]: blocks of CiliumPodIPPools carved into each
+//! CiliumNode's `spec.ipam.pools.allocated` as its `requested` demand grows
+//! ([`PoolAllocator`]).
+
+use ipnet::IpNet;
+
+use super::{
+    Allocator, BlockUsage, Desired, NodeUsage, PoolView, SpecPart, clusterpool::block_addresses,
+};
+use crate::{
+    ipam::{
+        Family,
+        multipool::{PoolAllocator, Warning},
+    },
+    node::NodeView,
+};
+
+/// The multi-pool allocator behind the node manager.
+#[derive(Debug)]
+pub struct MultiPoolAllocator {
+    pools: PoolAllocator,
+}
+
+impl MultiPoolAllocator {
+    /// An allocator with no pools yet, for the enabled families.
+    #[must_use]
+    pub const fn new(ipv4: bool, ipv6: bool) -> Self {
+        Self {
+            pools: PoolAllocator::new(ipv4, ipv6),
+        }
+    }
+}
+
+fn warning_line(w: &Warning) -> String {
+    match w {
+        Warning::CidrStillInUse { cidr, pool, node }
+        | Warning::Readopted { cidr, pool, node }
+        | Warning::ReadoptFailed {
+            cidr, pool, node, ..
+        } => format!("{w} cidr={cidr} pool={pool} node={node}"),
+        Warning::PoolStillInUse { pool, node } => format!("{w} pool={pool} node={node}"),
+    }
+}
+
+/// Usable addresses of a block, with the first/last rule of its pool.
+fn usable(cidr: &IpNet, first: bool, last: bool) -> u64 {
+    let all = block_addresses(cidr);
+    if all <= 2 {
+        return all;
+    }
+    all - u64::from(!first) - u64::from(!last)
+}
+
+impl Allocator for MultiPoolAllocator {
+    fn upsert(&mut self, node: &NodeView) -> Desired {
+        if let Some(text) = node.invalid_text() {
+            return Desired {
+                error: text,
+                ..Desired::default()
+            };
+        }
+        match self
+            .pools
+            .allocate_to_node(&node.name, &node.requested, &node.allocated)
+        {
+            Err(failure) if failure.is_not_ready() => Desired {
+                error: node.operator_error.clone(),
+                postponed: true,
+                ..Desired::default()
+            },
+            result => Desired {
+                spec: Some(SpecPart::PoolsAllocated(
+                    self.pools.allocated_pools(&node.name),
+                )),
+                error: result
+                    .err()
+                    .map(|f| format!("multi-pool allocation failed: {f}"))
+                    .unwrap_or_default(),
+                ..Desired::default()
+            },
+        }
+    }
+
+    fn release(&mut self, node: &str) {
+        self.pools.release_node(node);
+    }
+
+    fn restore_finished(&mut self) -> Vec<String> {
+        self.pools.restore_finished();
+        Vec::new()
+    }
+
+    fn pool_upsert(&mut self, pool: &PoolView) -> Vec<String> {
+        match &pool.spec {
+            Err(reason) => vec![format!(
+                "CiliumPodIPPool {} cannot be used: {reason}",
+                pool.name
+            )],
+            Ok(spec) => match self.pools.upsert_pool(&pool.name, spec) {
+                Ok(warnings) => warnings.iter().map(warning_line).collect(),
+                Err(error) => vec![format!(
+                    "CiliumPodIPPool {} not applied: {error}",
+                    pool.name
+                )],
+            },
+        }
+    }
+
+    fn pool_delete(&mut self, name: &str) -> Vec<String> {
+        match self.pools.delete_pool(name) {
+            Ok(warnings) => warnings.iter().map(warning_line).collect(),
+            Err(error) => vec![error.to_string()],
+        }
+    }
+
+    fn usage(&self, node: &NodeView) -> NodeUsage {
+        let mut available = [0u64; 2];
+        for entry in self.pools.allocated_pools(&node.name) {
+            for cidr in entry.cidrs.iter().filter_map(|c| c.parse::<IpNet>().ok()) {
+                let slot = usize::from(Family::of(&cidr) == Family::V6);
+                available[slot] = available[slot].saturating_add(usable(
+                    &cidr,
+                    entry.allow_first_ip,
+                    entry.allow_last_ip,
+                ));
+            }
+        }
+        let requested = node.requested.iter().fold([0u64; 2], |acc, r| {
+            [
+                acc[0].saturating_add(r.ipv4_addrs),
+                acc[1].saturating_add(r.ipv6_addrs),
+            ]
+        });
+        NodeUsage {
+            available: available[0].saturating_add(available[1]),
+            needed: requested[0].saturating_sub(available[0])
+                + requested[1].saturating_sub(available[1]),
+        }
+    }
+
+    fn blocks(&self) -> Vec<BlockUsage> {
+        self.pools
+            .pool_stats()
+            .into_iter()
+            .flat_map(|p| {
+                [(Family::V4, p.ipv4), (Family::V6, p.ipv6)]
+                    .into_iter()
+                    .filter(|(_, s)| s.in_use + s.free + s.reserved > 0)
+                    .map(move |(family, s)| BlockUsage {
+                        pool: p.pool.clone(),
+                        family,
+                        in_use: s.in_use,
+                        free: s.free,
+                    })
+            })
+            .collect()
+    }
+}
