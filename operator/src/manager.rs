@@ -107,6 +107,14 @@ pub trait Allocator: Send + std::fmt::Debug {
     fn pool_delete(&mut self, _name: &str) -> Vec<String> {
         Vec::new()
     }
+    /// The configuration changed at runtime (a mounted ConfigMap was edited): apply what may
+    /// change, or refuse and change nothing. Modes with nothing to reconfigure accept.
+    ///
+    /// # Errors
+    /// Why the change is refused, naming the key and the fix.
+    fn reconfigure(&mut self, _config: &crate::config::OperatorConfig) -> Result<(), String> {
+        Ok(())
+    }
     /// The node's usage.
     fn usage(&self, node: &NodeView) -> NodeUsage;
     /// Block counts per pool and family.
@@ -162,6 +170,8 @@ pub struct NodeManager {
     expected: BTreeMap<String, Expected>,
     pools: BTreeSet<String>,
     postponed: BTreeSet<String>,
+    /// Nodes whose last pass ended in an error: passed again when blocks are released.
+    failed: BTreeSet<String>,
     restored: bool,
 }
 
@@ -174,6 +184,7 @@ impl NodeManager {
             nodes: BTreeMap::new(),
             expected: BTreeMap::new(),
             pools: BTreeSet::new(),
+            failed: BTreeSet::new(),
             postponed: BTreeSet::new(),
             restored: false,
         }
@@ -215,14 +226,19 @@ impl NodeManager {
         self.reconcile(&name)
     }
 
-    /// A CiliumNode was deleted: its blocks go back to the pool.
-    pub fn delete(&mut self, name: &str) {
+    /// A CiliumNode was deleted: its blocks go back to the pool, and the nodes whose
+    /// allocation failed are passed again (the blocks may be what they wait for).
+    pub fn delete(&mut self, name: &str) -> Vec<Write> {
         self.postponed.remove(name);
         self.expected.remove(name);
-        if self.nodes.remove(name).is_some() {
-            self.allocator.release(name);
-            info!(node = %name, "CiliumNode deleted; its blocks are released");
+        self.failed.remove(name);
+        if self.nodes.remove(name).is_none() {
+            return Vec::new();
         }
+        self.allocator.release(name);
+        info!(node = %name, "CiliumNode deleted; its blocks are released");
+        let failed: Vec<String> = self.failed.iter().cloned().collect();
+        failed.iter().filter_map(|n| self.reconcile(n)).collect()
     }
 
     /// Every existing CiliumNode has been seen: hand out fresh blocks from now on.
@@ -238,6 +254,19 @@ impl NodeManager {
             .iter()
             .filter_map(|name| self.reconcile(name))
             .collect()
+    }
+
+    /// The configuration changed: the allocator applies it (or refuses, changing nothing), and
+    /// every node is looked at again.
+    ///
+    /// # Errors
+    /// The allocator's refusal.
+    pub fn reconfigure(
+        &mut self,
+        config: &crate::config::OperatorConfig,
+    ) -> Result<Vec<Write>, String> {
+        self.allocator.reconfigure(config)?;
+        Ok(self.reconcile_all())
     }
 
     /// A pool changed: every node is looked at again.
@@ -271,6 +300,11 @@ impl NodeManager {
         }
         if desired.postponed {
             self.postponed.insert(name.to_owned());
+        }
+        if desired.error.is_empty() {
+            self.failed.remove(name);
+        } else {
+            self.failed.insert(name.to_owned());
         }
         let view = self.nodes.get_mut(name)?;
         let spec = match desired.spec {

@@ -130,6 +130,46 @@ async fn serve_http(
     Ok(())
 }
 
+/// How often a mounted config directory is read again.
+const CONFIG_POLL: Duration = Duration::from_secs(2);
+
+/// Re-reads `--config-dir` (a ConfigMap volume changes in place) and hands a changed
+/// configuration to the node manager; a refused change is logged and changes nothing.
+async fn watch_config(
+    cli: Cli,
+    mut last: BTreeMap<String, String>,
+    manager: controller::SharedManager,
+    writes: mpsc::UnboundedSender<writer::Op>,
+) {
+    let Some(dir) = cli.config_dir.clone() else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(CONFIG_POLL).await;
+        let file = match read_config_dir(&dir) {
+            Ok(file) if file != last => file,
+            Ok(_) => continue,
+            Err(error) => {
+                warn!(%error, "re-reading the configuration failed; keeping the running one");
+                continue;
+            }
+        };
+        last.clone_from(&file);
+        let result = OperatorConfig::resolve(&cli, &file)
+            .map_err(|e| e.to_string())
+            .and_then(|config| controller::lock(&manager).reconfigure(&config));
+        match result {
+            Ok(out) => {
+                info!(dir = %dir.display(), "configuration changed; applied");
+                for write in out {
+                    let _ = writes.send(writer::Op::Write(write));
+                }
+            }
+            Err(error) => warn!(%error, "configuration change refused; nothing changed"),
+        }
+    }
+}
+
 /// Run the operator.
 ///
 /// # Errors
@@ -193,6 +233,12 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
     };
 
     let (writes, ops) = mpsc::unbounded_channel();
+    tokio::spawn(watch_config(
+        cli.clone(),
+        file,
+        Arc::clone(&manager),
+        writes.clone(),
+    ));
     let writer_task = tokio::spawn(writer::run(client.clone(), ops, metrics.clone()));
     let lost = async {
         match leadership.as_mut() {

@@ -17,6 +17,7 @@ pub mod crds;
 pub mod external;
 pub mod frames;
 pub mod kube;
+pub mod operator;
 
 use std::{
     collections::BTreeMap,

@@ -116,8 +116,10 @@ impl Loop {
             .collect();
         for name in missing.intersection(&self.gc_candidates) {
             info!(node = %name, "CiliumNode has no Node for two collection passes; deleting it");
-            m.delete(name);
             let _ = self.writes.send(Op::Delete(name.clone()));
+            for write in m.delete(name) {
+                let _ = self.writes.send(Op::Write(write));
+            }
         }
         self.gc_candidates = missing.difference(&self.gc_candidates).cloned().collect();
     }
@@ -153,12 +155,13 @@ impl Loop {
                 self.node_names.remove(name);
                 if m.node_names().any(|n| n == name) {
                     info!(node = %name, "Node deleted; deleting its CiliumNode");
-                    m.delete(name);
                     let _ = self.writes.send(Op::Delete(name.to_owned()));
+                    m.delete(name)
+                } else {
+                    Vec::new()
                 }
             }
         }
-        Vec::new()
     }
 
     /// A (re-)list ended: what it did not show is gone; the first full listing restores.
@@ -185,7 +188,7 @@ impl Loop {
                     .map(str::to_owned)
                     .collect();
                 for name in gone {
-                    m.delete(&name);
+                    out.extend(m.delete(&name));
                 }
             }
             Source::Nodes => self.node_names.retain(|n| seen.contains(n)),

@@ -67,6 +67,12 @@ impl Allocator for ClusterPoolAllocator {
         }
     }
 
+    fn reconfigure(&mut self, config: &crate::config::OperatorConfig) -> Result<(), String> {
+        self.pool
+            .reconfigure(&config.cluster_pool)
+            .map_err(|e| format!("{e}; the running operator keeps its cluster pool as it was"))
+    }
+
     fn release(&mut self, node: &str) {
         self.pool.release_node(node);
     }
