@@ -7,8 +7,9 @@
 //! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `cilium.io/v2` `ciliumnodes`
 //! (status subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints` (no
 //! status subresource: the fixture CRD declares none), `ciliumidentities` (status subresource);
-//! `cilium.io/v2alpha1` `ciliumpodippools` — scope, versions and subresources as the fixture
-//! CRDs say. Discovery (`/version`, `/api`, `/apis`,
+//! `cilium.io/v2alpha1` `ciliumpodippools`, also served as weft's `v2` (stored as v2alpha1; the
+//! versions differ only in `apiVersion`, as with `conversion: None`) — scope, versions and
+//! subresources as the fixture CRDs say. Discovery (`/version`, `/api`, `/apis`,
 //! group and group-version documents, aggregated discovery). GET, LIST (label selectors with
 //! set operations; field selectors on `metadata.name`, `metadata.namespace` and each type's
 //! documented fields such as pods' `spec.nodeName`; `limit`/`continue` over a consistent
