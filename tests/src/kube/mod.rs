@@ -4,12 +4,14 @@
 //! to as to a real cluster. It lives only in tests. [`Emulator::start`] (or
 //! [`EmulatorBuilder::try_start`]) runs it on its own thread and tokio runtime.
 //!
-//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `cilium.io/v2` `ciliumnodes`
-//! (status subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints` (no
-//! status subresource: the fixture CRD declares none), `ciliumidentities` (status subresource);
-//! `cilium.io/v2alpha1` `ciliumpodippools`, also served as weft's `v2` (stored as v2alpha1; the
-//! versions differ only in `apiVersion`, as with `conversion: None`) — scope, versions and
-//! subresources as the fixture CRDs say. Discovery (`/version`, `/api`, `/apis`,
+//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `coordination.k8s.io/v1`
+//! `leases` (namespaced, no status subresource, no `generation`: what leader election reads
+//! and writes); `cilium.io/v2` `ciliumnodes` (status subresource), `ciliumnodeconfigs` (also
+//! served as v2alpha1), `ciliumendpoints` (no status subresource: the fixture CRD declares
+//! none), `ciliumidentities` (status subresource); `cilium.io/v2alpha1` `ciliumpodippools`,
+//! also served as weft's `v2` (stored as v2alpha1; the versions differ only in `apiVersion`, as
+//! with `conversion: None`) — scope, versions and subresources as the fixture CRDs say.
+//! Discovery (`/version`, `/api`, `/apis`,
 //! group and group-version documents, aggregated discovery). GET, LIST (label selectors with
 //! set operations; field selectors on `metadata.name`, `metadata.namespace` and each type's
 //! documented fields such as pods' `spec.nodeName`; `limit`/`continue` over a consistent

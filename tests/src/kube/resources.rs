@@ -1,6 +1,6 @@
 //! The resource types the emulator serves: a small built-in table (core v1 nodes, pods,
-//! namespaces, events; Cilium's CRDs as the fixtures under `shared/fixtures/cilium-crds` define
-//! them, with CiliumPodIPPool also served at weft's `v2`) and
+//! namespaces, events; `coordination.k8s.io/v1` leases; Cilium's CRDs as the fixtures under
+//! `shared/fixtures/cilium-crds` define them, with CiliumPodIPPool also served at weft's `v2`) and
 //! [`ResourceDef::from_crd`], which reads the same facts from a CustomResourceDefinition document
 //! so tests can check the table against the fixtures or serve another CRD. Only names, scope,
 //! versions and the status subresource are read; schemas are not (no validation is modelled).
@@ -229,7 +229,28 @@ fn cilium(
     }
 }
 
-/// The built-in table: what weft's agent reads and writes.
+/// `coordination.k8s.io/v1` leases, as leader election uses them: namespaced, no status, no
+/// short names, not a custom resource (no `generation`).
+fn lease() -> ResourceDef {
+    ResourceDef {
+        group: "coordination.k8s.io".to_owned(),
+        versions: vec!["v1".to_owned()],
+        storage_version: "v1".to_owned(),
+        plural: "leases".to_owned(),
+        singular: "lease".to_owned(),
+        kind: "Lease".to_owned(),
+        list_kind: "LeaseList".to_owned(),
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        namespaced: true,
+        status_subresource: false,
+        custom: false,
+        create_status: CreateStatus::Keep,
+        field_selectors: Vec::new(),
+    }
+}
+
+/// The built-in table: what weft's agent and operator read and write.
 #[must_use]
 pub fn builtin() -> Vec<ResourceDef> {
     let mut pods = core("pods", "Pod", true, "po");
@@ -310,5 +331,6 @@ pub fn builtin() -> Vec<ResourceDef> {
             true,
         ),
         pod_ip_pools,
+        lease(),
     ]
 }

@@ -217,6 +217,22 @@ mod tests {
             ("ciliumpodippools".into(), None, None, false)
         );
         assert!(route(&defs, "/apis/cilium.io/v2alpha1/ciliumidentities").is_err());
+        assert_eq!(
+            target("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/weft"),
+            (
+                "leases".into(),
+                Some("kube-system".into()),
+                Some("weft".into()),
+                false
+            )
+        );
+        assert!(
+            route(
+                &defs,
+                "/apis/coordination.k8s.io/v1/namespaces/a/leases/b/status"
+            )
+            .is_err()
+        );
         assert!(matches!(
             route(&defs, "/apis/cilium.io/v2alpha1").unwrap(),
             Route::GroupVersion { .. }

@@ -2,10 +2,12 @@
 //! kubeconfig file): discovery, typed and dynamic CRUD, optimistic concurrency, the status
 //! subresource, merge and JSON patch, selectors, pagination, watches (bookmarks, 410 Expired,
 //! selector transitions, streaming lists) and the injected faults a `watcher` must survive.
-//! No root needed. Reads and writes are in `crud.rs`, lists and watches in `watch.rs`, types
-//! served at two versions in `versions.rs`.
+//! No root needed. Reads and writes are in `crud.rs`, lists and watches in `watch.rs`, Leases
+//! (leader election's reads and writes) in `leases.rs`, types served at two versions in
+//! `versions.rs`.
 
 mod crud;
+mod leases;
 mod versions;
 mod watch;
 
@@ -154,6 +156,11 @@ async fn discovery_finds_every_type_with_its_scope_and_verbs() {
                 Scope::Cluster
             );
         }
+        let (lease, caps) = find("coordination.k8s.io", "v1", "Lease");
+        assert_eq!(lease.plural, "leases");
+        assert_eq!(caps.scope, Scope::Namespaced);
+        assert!(caps.supports_operation(verbs::UPDATE) && caps.supports_operation(verbs::WATCH));
+        assert!(caps.subresources.is_empty(), "{caps:?}");
         assert_eq!(
             find("cilium.io", "v2", "CiliumNodeConfig").1.scope,
             Scope::Namespaced
