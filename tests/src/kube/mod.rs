@@ -2,7 +2,8 @@
 //! wire behaviour, served over plain HTTP/1.1 (on a loopback port by default), that kube-rs
 //! clients and kubectl (the tests, the agent and operator binaries through a kubeconfig) talk
 //! to as to a real cluster. It lives only in tests. [`Emulator::start`] (or
-//! [`EmulatorBuilder::try_start`]) runs it on its own thread and tokio runtime.
+//! [`EmulatorBuilder::try_start`]) runs it on its own thread and tokio runtime; the
+//! `kube-emulator` program serves it to other processes.
 //!
 //! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `coordination.k8s.io/v1`
 //! `leases` (namespaced, no status subresource, no `generation`: what leader election reads

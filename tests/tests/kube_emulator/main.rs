@@ -4,10 +4,11 @@
 //! selector transitions, streaming lists) and the injected faults a `watcher` must survive.
 //! No root needed. Reads and writes are in `crud.rs`, lists and watches in `watch.rs`, Leases
 //! (leader election's reads and writes) in `leases.rs`, types served at two versions in
-//! `versions.rs`.
+//! `versions.rs`, and the `kube-emulator` program driven by kubectl in `program.rs`.
 
 mod crud;
 mod leases;
+mod program;
 mod versions;
 mod watch;
 
