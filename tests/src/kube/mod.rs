@@ -1,13 +1,18 @@
 //! A Kubernetes API server emulator for tests: a test double of kube-apiserver's documented
-//! wire behaviour, served over plain HTTP/1.1 on a loopback port, that kube-rs clients (the
-//! tests, and later the agent binary through a kubeconfig) talk to as to a real cluster. It
-//! lives only in tests. [`Emulator::start`] runs it on its own thread and tokio runtime.
+//! wire behaviour, served over plain HTTP/1.1 (on a loopback port by default), that kube-rs
+//! clients and kubectl (the tests, the agent and operator binaries through a kubeconfig) talk
+//! to as to a real cluster. It lives only in tests. [`Emulator::start`] (or
+//! [`EmulatorBuilder::try_start`]) runs it on its own thread and tokio runtime; the
+//! `kube-emulator` program serves it to other processes.
 //!
-//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `cilium.io/v2` `ciliumnodes` (status
-//! subresource), `ciliumnodeconfigs` (also served as v2alpha1), `ciliumendpoints` (no status
-//! subresource: the fixture CRD declares none), `ciliumidentities` (status subresource);
-//! `cilium.io/v2alpha1` `ciliumpodippools` — scope, versions and subresources as the fixture
-//! CRDs say. Discovery (`/version`, `/api`, `/apis`,
+//! **Modelled.** Core v1 `nodes`, `pods`, `namespaces`, `events`; `coordination.k8s.io/v1`
+//! `leases` (namespaced, no status subresource, no `generation`: what leader election reads
+//! and writes); `cilium.io/v2` `ciliumnodes` (status subresource), `ciliumnodeconfigs` (also
+//! served as v2alpha1), `ciliumendpoints` (no status subresource: the fixture CRD declares
+//! none), `ciliumidentities` (status subresource); `cilium.io/v2alpha1` `ciliumpodippools`,
+//! also served as weft's `v2` (stored as v2alpha1; the versions differ only in `apiVersion`, as
+//! with `conversion: None`) — scope, versions and subresources as the fixture CRDs say.
+//! Discovery (`/version`, `/api`, `/apis`,
 //! group and group-version documents, aggregated discovery). GET, LIST (label selectors with
 //! set operations; field selectors on `metadata.name`, `metadata.namespace` and each type's
 //! documented fields such as pods' `spec.nodeName`; `limit`/`continue` over a consistent
@@ -22,16 +27,21 @@
 //! core types also take metadata — and main writes keep status). `uid`, `creationTimestamp`,
 //! `generation` (custom resources: bumped when anything but metadata and, with a status
 //! subresource, status changes), a global resourceVersion, no-op writes that change nothing,
-//! bearer-token authentication, and `metav1.Status` errors with the real codes and reasons.
+//! bearer-token authentication (optionally letting in requests without credentials, which is
+//! how kubectl comes to a plain-HTTP server: client-go sends a kubeconfig's token only over
+//! TLS), and `metav1.Status` errors with the real codes and reasons.
 //!
 //! **Not modelled.** Schema validation, defaulting and CEL rules of the CRDs; strategic merge
 //! patch and server-side apply (415, so managedFields never appear); `dryRun` (400); graceful
 //! pod deletion (pods go at once); owner references and garbage collection; admission;
-//! RBAC (any valid token may do anything; tests inject 403s as faults); protobuf and table output; `resourceVersionMatch=
-//! Exact` at an older version; watch-cache progress notifications beyond this type's own
-//! writes (bookmarks may lag behind the global version, which is allowed); TLS.
+//! RBAC (any valid token may do anything; tests inject 403s as faults); protobuf and table
+//! output (kubectl prints its default columns); OpenAPI documents (404: kubectl's `create` and
+//! `apply` need `--validate=false`); `resourceVersionMatch=Exact` at an older version;
+//! watch-cache progress notifications beyond this type's own writes (bookmarks may lag behind
+//! the global version, which is allowed); TLS.
 
 mod body;
+mod builder;
 mod discovery;
 mod faults;
 mod meta;
@@ -47,7 +57,7 @@ mod verbs;
 mod watch;
 
 use std::{
-    net::SocketAddr,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     path::Path,
     sync::{
         Arc, Mutex,
@@ -57,15 +67,16 @@ use std::{
     time::Duration,
 };
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
-use self::{faults::lock, pages::Pages, store::Store};
 pub use self::{
+    builder::{EmulatorBuilder, StartError},
     faults::{Answer, Faults, RequestKey, Requests, Verb},
     resources::{CreateStatus, ResourceDef},
     status::ApiError,
 };
+use self::{faults::lock, pages::Pages, store::Store};
 
 /// State shared by the test's handle and the server thread.
 #[derive(Debug)]
@@ -76,6 +87,7 @@ struct Shared {
     faults: Faults,
     requests: Requests,
     token: Option<String>,
+    anonymous: bool,
     bookmark_ms: AtomicU64,
     default_watch_timeout: Duration,
 }
@@ -90,135 +102,6 @@ impl Shared {
             .iter()
             .find(|d| d.plural == plural)
             .unwrap_or_else(|| panic!("the emulator serves no resource {plural:?}"))
-    }
-}
-
-/// Settings for an [`Emulator`] before it starts.
-#[derive(Debug)]
-pub struct EmulatorBuilder {
-    defs: Vec<ResourceDef>,
-    history: usize,
-    bookmark_interval: Duration,
-    token: Option<String>,
-    all_interfaces: bool,
-}
-
-impl Default for EmulatorBuilder {
-    fn default() -> Self {
-        Self {
-            defs: resources::builtin(),
-            history: 1000,
-            bookmark_interval: Duration::from_secs(5),
-            token: Some("weft-emulator-token".to_owned()),
-            all_interfaces: false,
-        }
-    }
-}
-
-impl EmulatorBuilder {
-    /// Keep at most `events` events per type for watches to resume from (default 1000).
-    #[must_use]
-    pub fn history(mut self, events: usize) -> Self {
-        self.history = events;
-        self
-    }
-
-    /// Send watch bookmarks this often (default 5 s; the real server sends about one a minute).
-    #[must_use]
-    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
-        self.bookmark_interval = interval;
-        self
-    }
-
-    /// Require this bearer token (default `weft-emulator-token`); `None`: no authentication.
-    #[must_use]
-    pub fn token(mut self, token: Option<&str>) -> Self {
-        self.token = token.map(str::to_owned);
-        self
-    }
-
-    /// Listen on every address of the namespace it starts in (`0.0.0.0`), so agents in other
-    /// network namespaces can reach it through a routed address (default: loopback only).
-    #[must_use]
-    pub fn all_interfaces(mut self) -> Self {
-        self.all_interfaces = true;
-        self
-    }
-
-    /// Also serve the type a CustomResourceDefinition document defines (replacing a built-in
-    /// type of the same plural).
-    #[must_use]
-    pub fn crd(mut self, crd: &Value) -> Self {
-        let def = ResourceDef::from_crd(crd).unwrap_or_else(|| panic!("not a served CRD: {crd}"));
-        self.defs.retain(|d| d.plural != def.plural);
-        self.defs.push(def);
-        self
-    }
-
-    /// Start serving on `127.0.0.1:<random port>` from a thread of its own.
-    #[must_use]
-    pub fn start(self) -> Emulator {
-        let salt = {
-            use std::hash::{BuildHasher as _, Hasher as _};
-            std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish()
-        };
-        let store = Store::new(&self.defs, self.history, salt);
-        let shared = Arc::new(Shared {
-            store: Mutex::new(store),
-            pages: Mutex::default(),
-            faults: Faults::default(),
-            requests: Requests::default(),
-            token: self.token,
-            bookmark_ms: AtomicU64::new(
-                u64::try_from(self.bookmark_interval.as_millis()).unwrap_or(u64::MAX),
-            ),
-            default_watch_timeout: Duration::from_mins(30),
-            defs: self.defs,
-        });
-        if shared.defs.iter().any(|d| d.plural == "namespaces") {
-            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-                let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": ns}, "status": {"phase": "Active"}});
-                lock(&shared.store)
-                    .put(shared.def("namespaces"), namespace)
-                    .expect("a valid namespace");
-            }
-        }
-        let host = if self.all_interfaces {
-            "0.0.0.0"
-        } else {
-            "127.0.0.1"
-        };
-        let listener = std::net::TcpListener::bind((host, 0))
-            .unwrap_or_else(|e| panic!("emulator: bind {host}:0: {e}"));
-        let addr = listener.local_addr().expect("bound socket has an address");
-        listener
-            .set_nonblocking(true)
-            .expect("emulator: non-blocking listener");
-        let (stop, stopped) = oneshot::channel();
-        let server_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("kube-emulator".to_owned())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap_or_else(|e| panic!("emulator: tokio runtime: {e}"));
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .unwrap_or_else(|e| panic!("emulator: listener: {e}"));
-                    server::serve(listener, server_shared, stopped).await;
-                });
-            })
-            .unwrap_or_else(|e| panic!("emulator: spawn thread: {e}"));
-        Emulator {
-            shared,
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
     }
 }
 
@@ -244,10 +127,22 @@ impl Emulator {
         EmulatorBuilder::default()
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<address>:<port>`: the address it listens on, or loopback when it listens on
+    /// every address (`http://127.0.0.1:<port>` by default).
     #[must_use]
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.addr.port())
+        let ip = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("http://{}", SocketAddr::new(ip, self.addr.port()))
+    }
+
+    /// The address it listens on (as bound: a port 0 asked for is the port chosen).
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// The port it listens on.
@@ -270,16 +165,23 @@ impl Emulator {
 
     /// As [`Emulator::write_kubeconfig`], with `server` as the URL (another route to it).
     pub fn write_kubeconfig_via(&self, path: &Path, server: &str) {
+        let text = self.kubeconfig(server);
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
+    /// The text [`Emulator::write_kubeconfig_via`] writes (context `emulator`, cluster at
+    /// `server`, the bearer token if any, namespace `default`), which kube-rs and kubectl read.
+    #[must_use]
+    pub fn kubeconfig(&self, server: &str) -> String {
         let user = match self.token() {
             Some(token) => format!("    token: {token}\n"),
             None => "    {}\n".to_owned(),
         };
-        let text = format!(
+        format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: emulator\n  cluster:\n    server: {server}\n\
              contexts:\n- name: emulator\n  context:\n    cluster: emulator\n    user: emulator\n    \
              namespace: default\ncurrent-context: emulator\nusers:\n- name: emulator\n  user:\n{user}"
-        );
-        std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        )
     }
 
     /// The resource types served.

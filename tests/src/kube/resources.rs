@@ -1,5 +1,6 @@
 //! The resource types the emulator serves: a small built-in table (core v1 nodes, pods,
-//! namespaces; Cilium's CRDs as the fixtures under `shared/fixtures/cilium-crds` define them) and
+//! namespaces, events; `coordination.k8s.io/v1` leases; Cilium's CRDs as the fixtures under
+//! `shared/fixtures/cilium-crds` define them, with CiliumPodIPPool also served at weft's `v2`) and
 //! [`ResourceDef::from_crd`], which reads the same facts from a CustomResourceDefinition document
 //! so tests can check the table against the fixtures or serve another CRD. Only names, scope,
 //! versions and the status subresource are read; schemas are not (no validation is modelled).
@@ -11,8 +12,11 @@ use serde_json::{Value, json};
 pub struct ResourceDef {
     /// API group, `""` for core.
     pub group: String,
-    /// Served versions, most preferred first; the first is the one objects are stored in.
+    /// Served versions, most preferred first (Kubernetes version priority).
     pub versions: Vec<String>,
+    /// The version objects are stored in (a CRD's `storage: true` version). The others are
+    /// served from it with only `apiVersion` changed, as a CRD with `conversion: None` is.
+    pub storage_version: String,
     /// Plural (URL) name, e.g. `ciliumnodes`.
     pub plural: String,
     /// Singular name, e.g. `ciliumnode`.
@@ -69,10 +73,10 @@ impl ResourceDef {
         }
     }
 
-    /// `apiVersion` of stored objects (the preferred version).
+    /// `apiVersion` of stored objects.
     #[must_use]
     pub fn storage_api_version(&self) -> String {
-        self.api_version(&self.versions[0])
+        self.api_version(&self.storage_version)
     }
 
     /// Whether `path` is a field this resource can be selected by.
@@ -84,8 +88,9 @@ impl ResourceDef {
     }
 
     /// The resource types of a CustomResourceDefinition (`apiextensions.k8s.io/v1`) document:
-    /// one per CRD (all served versions share storage, as in the real server). `None` if it is
-    /// not a CRD or serves no version.
+    /// one per CRD (all served versions share storage, as in the real server; the storage
+    /// version is the one marked `storage: true`, else the preferred one). `None` if it is not
+    /// a CRD or serves no version.
     #[must_use]
     pub fn from_crd(crd: &Value) -> Option<Self> {
         if crd["kind"] != "CustomResourceDefinition" {
@@ -106,12 +111,14 @@ impl ResourceDef {
             .iter()
             .filter(|v| v["served"] == true)
             .collect();
-        let mut versions: Vec<String> = served
+        let served_names: Vec<&str> = served.iter().filter_map(|v| v["name"].as_str()).collect();
+        let versions = by_priority(&served_names);
+        let storage_version = served
             .iter()
-            .filter_map(|v| v["name"].as_str())
-            .map(str::to_owned)
-            .collect();
-        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+            .find(|v| v["storage"] == true)
+            .and_then(|v| v["name"].as_str())
+            .or_else(|| versions.first().map(String::as_str))?
+            .to_owned();
         let status_subresource = served
             .iter()
             .any(|v| v["subresources"].get("status").is_some());
@@ -120,6 +127,7 @@ impl ResourceDef {
         Some(Self {
             group: spec["group"].as_str()?.to_owned(),
             versions,
+            storage_version,
             singular: names["singular"]
                 .as_str()
                 .map_or_else(|| kind.to_lowercase(), str::to_owned),
@@ -168,6 +176,7 @@ fn core(plural: &str, kind: &str, namespaced: bool, short: &str) -> ResourceDef 
     ResourceDef {
         group: String::new(),
         versions: vec!["v1".to_owned()],
+        storage_version: "v1".to_owned(),
         plural: plural.to_owned(),
         singular: kind.to_lowercase(),
         kind: kind.to_owned(),
@@ -182,6 +191,14 @@ fn core(plural: &str, kind: &str, namespaced: bool, short: &str) -> ResourceDef 
     }
 }
 
+/// `versions` most preferred first.
+fn by_priority(versions: &[&str]) -> Vec<String> {
+    let mut versions: Vec<String> = versions.iter().map(|v| (*v).to_owned()).collect();
+    versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    versions
+}
+
+/// A `cilium.io` CRD served at `version`, the first of which is the storage version.
 fn cilium(
     version: &[&str],
     plural: &str,
@@ -192,7 +209,8 @@ fn cilium(
 ) -> ResourceDef {
     ResourceDef {
         group: "cilium.io".to_owned(),
-        versions: version.iter().map(|v| (*v).to_owned()).collect(),
+        versions: by_priority(version),
+        storage_version: version[0].to_owned(),
         plural: plural.to_owned(),
         singular: kind.to_lowercase(),
         kind: kind.to_owned(),
@@ -211,7 +229,28 @@ fn cilium(
     }
 }
 
-/// The built-in table: what weft's agent reads and writes.
+/// `coordination.k8s.io/v1` leases, as leader election uses them: namespaced, no status, no
+/// short names, not a custom resource (no `generation`).
+fn lease() -> ResourceDef {
+    ResourceDef {
+        group: "coordination.k8s.io".to_owned(),
+        versions: vec!["v1".to_owned()],
+        storage_version: "v1".to_owned(),
+        plural: "leases".to_owned(),
+        singular: "lease".to_owned(),
+        kind: "Lease".to_owned(),
+        list_kind: "LeaseList".to_owned(),
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        namespaced: true,
+        status_subresource: false,
+        custom: false,
+        create_status: CreateStatus::Keep,
+        field_selectors: Vec::new(),
+    }
+}
+
+/// The built-in table: what weft's agent and operator read and write.
 #[must_use]
 pub fn builtin() -> Vec<ResourceDef> {
     let mut pods = core("pods", "Pod", true, "po");
@@ -244,6 +283,16 @@ pub fn builtin() -> Vec<ResourceDef> {
     ]
     .map(str::to_owned)
     .to_vec();
+    // Served at weft's v2 too, stored at upstream's v2alpha1, as the multi-version CRD (with
+    // `conversion: None`) weft ships declares.
+    let pod_ip_pools = cilium(
+        &["v2alpha1", "v2"],
+        "ciliumpodippools",
+        "CiliumPodIPPool",
+        &["cpip"],
+        false,
+        false,
+    );
     vec![
         nodes,
         pods,
@@ -281,13 +330,7 @@ pub fn builtin() -> Vec<ResourceDef> {
             false,
             true,
         ),
-        cilium(
-            &["v2alpha1"],
-            "ciliumpodippools",
-            "CiliumPodIPPool",
-            &["cpip"],
-            false,
-            false,
-        ),
+        pod_ip_pools,
+        lease(),
     ]
 }

@@ -212,7 +212,27 @@ mod tests {
             ("ciliumnodes".into(), None, Some("n1".into()), true)
         );
         assert!(route(&defs, "/apis/cilium.io/v2/ciliumnodeconfigs/x").is_err());
-        assert!(route(&defs, "/apis/cilium.io/v2/ciliumpodippools").is_err());
+        assert_eq!(
+            target("/apis/cilium.io/v2/ciliumpodippools"),
+            ("ciliumpodippools".into(), None, None, false)
+        );
+        assert!(route(&defs, "/apis/cilium.io/v2alpha1/ciliumidentities").is_err());
+        assert_eq!(
+            target("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/weft"),
+            (
+                "leases".into(),
+                Some("kube-system".into()),
+                Some("weft".into()),
+                false
+            )
+        );
+        assert!(
+            route(
+                &defs,
+                "/apis/coordination.k8s.io/v1/namespaces/a/leases/b/status"
+            )
+            .is_err()
+        );
         assert!(matches!(
             route(&defs, "/apis/cilium.io/v2alpha1").unwrap(),
             Route::GroupVersion { .. }

@@ -1,7 +1,8 @@
-//! The HTTP side: an HTTP/1.1 server (hyper) on a loopback port that checks the bearer token,
-//! applies injected latency and faults, routes each request, answers discovery documents,
-//! hands resource requests to `verbs.rs`, and counts every answer by (verb, resource, code).
-//! Errors go out as `metav1.Status` objects.
+//! The HTTP side: an HTTP/1.1 server (hyper) that checks the bearer token (letting requests
+//! without credentials in when anonymous requests are allowed), applies injected latency and
+//! faults, routes each request, answers discovery documents, hands resource requests to
+//! `verbs.rs`, and counts every answer by (verb, resource, code). Errors go out as
+//! `metav1.Status` objects.
 
 use std::{collections::HashMap, convert::Infallible, sync::Arc};
 
@@ -190,10 +191,15 @@ fn authorize(shared: &Shared, headers: &hyper::HeaderMap) -> Result<(), ApiError
     let Some(token) = &shared.token else {
         return Ok(());
     };
-    let sent = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if sent.and_then(|s| s.strip_prefix("Bearer ")) == Some(token.as_str()) {
+    let Some(sent) = headers.get(header::AUTHORIZATION) else {
+        return if shared.anonymous {
+            Ok(())
+        } else {
+            Err(ApiError::Unauthorized)
+        };
+    };
+    let bearer = sent.to_str().ok().and_then(|s| s.strip_prefix("Bearer "));
+    if bearer == Some(token.as_str()) {
         Ok(())
     } else {
         Err(ApiError::Unauthorized)

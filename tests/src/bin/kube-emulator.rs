@@ -1,0 +1,92 @@
+//! `kube-emulator`: the Kubernetes API server emulator of `weft_tests::kube` as a program, for
+//! tests whose clients run in other processes (the operator, kubectl). It serves every built-in
+//! type (core v1, Leases, the Cilium CRDs), writes a kubeconfig if asked, then prints
+//! `listening on <address>` as the first line of stdout, and serves until SIGTERM or SIGINT,
+//! when it stops and exits 0. The store lives in memory: every start is an empty cluster.
+//!
+//! Requests with a token must carry the right one (else 401). Requests without credentials are
+//! let in unless `--require-token` is given: kubectl (client-go) sends a kubeconfig's token
+//! only over TLS, and the emulator speaks plain HTTP, so kubectl always comes anonymously.
+
+use std::{
+    io::Write as _,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use clap::{Parser, builder::NonEmptyStringValueParser};
+use tokio::signal::unix::{SignalKind, signal};
+use weft_tests::kube::Emulator;
+
+/// Serve the Kubernetes API emulator until SIGTERM or SIGINT.
+#[derive(Debug, Parser)]
+#[command(name = "kube-emulator", version)]
+struct Args {
+    /// Address to listen on; port 0 picks a free port (the first line of stdout names it).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Write a kubeconfig here (server URL, bearer token, namespace `default`) before the
+    /// address line is printed.
+    #[arg(long, value_name = "PATH")]
+    kubeconfig_out: Option<PathBuf>,
+    /// The bearer token clients must send [default: weft-emulator-token].
+    #[arg(long, value_parser = NonEmptyStringValueParser::new())]
+    token: Option<String>,
+    /// Refuse requests without the token (401) instead of letting them in anonymously; kubectl
+    /// then cannot talk to it (it sends no credentials over plain HTTP).
+    #[arg(long)]
+    require_token: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?
+        .block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    // Installed before the address line: a SIGTERM sent as soon as it is read must be caught.
+    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let mut builder = Emulator::builder().listen(args.listen);
+    if let Some(token) = &args.token {
+        builder = builder.token(Some(token));
+    }
+    if !args.require_token {
+        builder = builder.allow_anonymous();
+    }
+    let emulator = builder.try_start().context("starting the emulator")?;
+    if let Some(path) = &args.kubeconfig_out {
+        write_atomically(path, &emulator.kubeconfig(&emulator.url()))?;
+    }
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on {}", emulator.addr())
+            .and_then(|()| stdout.flush())
+            .context("writing the address to stdout")?;
+    }
+    let received = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    eprintln!("kube-emulator: {received}: stopping");
+    drop(emulator);
+    Ok(())
+}
+
+/// Write `text` to `path` through a temporary file beside it, so a reader never sees half.
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?
+        .to_owned();
+    name.push(".tmp");
+    let temporary = path.with_file_name(name);
+    std::fs::write(&temporary, text).with_context(|| format!("writing {}", temporary.display()))?;
+    std::fs::rename(&temporary, path)
+        .with_context(|| format!("renaming {} to {}", temporary.display(), path.display()))
+}
