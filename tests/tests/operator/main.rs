@@ -4,6 +4,7 @@
 //! scenarios with agents and pods are in `kube_agent`.
 
 mod cluster_pool;
+mod multi_pool;
 
 use std::{
     collections::BTreeMap,
