@@ -4,6 +4,8 @@
 //! scenarios with agents and pods are in `kube_agent`.
 
 mod cluster_pool;
+mod faults;
+mod ha;
 mod multi_pool;
 
 use std::{
