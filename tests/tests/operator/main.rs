@@ -6,6 +6,7 @@
 mod cluster_pool;
 mod faults;
 mod ha;
+mod kubectl;
 mod multi_pool;
 
 use std::{
