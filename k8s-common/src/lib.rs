@@ -12,6 +12,7 @@ pub mod api_metrics;
 pub mod client;
 pub mod config_values;
 pub mod crd;
+pub mod events;
 pub mod instrument;
 pub mod labels;
 pub mod resource;

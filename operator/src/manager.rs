@@ -99,9 +99,13 @@ pub trait Allocator: Send + std::fmt::Debug {
     fn release(&mut self, node: &str);
     /// Every existing CiliumNode was passed once; returns the nodes to pass again.
     fn restore_finished(&mut self) -> Vec<String>;
-    /// A pool was added or changed; returns lines to log. Modes without pools ignore it.
-    fn pool_upsert(&mut self, _pool: &PoolView) -> Vec<String> {
-        Vec::new()
+    /// A pool was added or changed; returns lines to log, or why the pool is refused (it
+    /// then changes nothing). Modes without pools ignore it.
+    ///
+    /// # Errors
+    /// The refusal, naming the field and the fix.
+    fn pool_upsert(&mut self, _pool: &PoolView) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
     }
     /// A pool was deleted; returns lines to log.
     fn pool_delete(&mut self, _name: &str) -> Vec<String> {
@@ -269,13 +273,22 @@ impl NodeManager {
         Ok(self.reconcile_all())
     }
 
-    /// A pool changed: every node is looked at again.
-    pub fn pool_upsert(&mut self, pool: &PoolView) -> Vec<Write> {
+    /// A pool changed: every node is looked at again. The second value is why the pool was
+    /// refused, if it was (for an Event on the pool).
+    pub fn pool_upsert(&mut self, pool: &PoolView) -> (Vec<Write>, Option<String>) {
         self.pools.insert(pool.name.clone());
-        for line in self.allocator.pool_upsert(pool) {
-            warn!(pool = %pool.name, "{line}");
+        match self.allocator.pool_upsert(pool) {
+            Ok(lines) => {
+                for line in lines {
+                    warn!(pool = %pool.name, "{line}");
+                }
+                (self.reconcile_all(), None)
+            }
+            Err(refused) => {
+                warn!(pool = %pool.name, "{refused}");
+                (self.reconcile_all(), Some(refused))
+            }
         }
-        self.reconcile_all()
     }
 
     /// A pool was deleted.

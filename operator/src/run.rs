@@ -170,6 +170,30 @@ async fn watch_config(
     }
 }
 
+/// Multi-pool: the pool resource to watch, after creating the configured pools.
+async fn pools_for(
+    client: &Client,
+    config: &OperatorConfig,
+) -> Result<Option<Resource>, OperatorK8sError> {
+    if config.ipam != IpamMode::MultiPool {
+        return Ok(None);
+    }
+    let resource = pool_resource(client).await;
+    pools::auto_create(client, resource, &config.auto_create_pools).await?;
+    Ok(Some(resource))
+}
+
+/// The mode's allocator, built from the configuration.
+fn allocator(config: &OperatorConfig) -> Result<Box<dyn Allocator>, RunError> {
+    Ok(match config.ipam {
+        IpamMode::ClusterPool => Box::new(ClusterPoolAllocator::new(&config.cluster_pool)?),
+        IpamMode::MultiPool => Box::new(MultiPoolAllocator::new(
+            config.enable_ipv4,
+            config.enable_ipv6,
+        )),
+    })
+}
+
 /// Run the operator.
 ///
 /// # Errors
@@ -180,13 +204,7 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         None => BTreeMap::new(),
     };
     let config = OperatorConfig::resolve(&cli, &file)?;
-    let allocator: Box<dyn Allocator> = match config.ipam {
-        IpamMode::ClusterPool => Box::new(ClusterPoolAllocator::new(&config.cluster_pool)?),
-        IpamMode::MultiPool => Box::new(MultiPoolAllocator::new(
-            config.enable_ipv4,
-            config.enable_ipv6,
-        )),
-    };
+    let allocator = allocator(&config)?;
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
     let metrics = Metrics::default();
     let manager = Arc::new(Mutex::new(NodeManager::new(allocator)));
@@ -223,14 +241,7 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
     };
     metrics.leader.set(1);
 
-    let pool_resource = match config.ipam {
-        IpamMode::MultiPool => {
-            let resource = pool_resource(&client).await;
-            pools::auto_create(&client, resource, &config.auto_create_pools).await?;
-            Some(resource)
-        }
-        IpamMode::ClusterPool => None,
-    };
+    let pool_resource = pools_for(&client, &config).await?;
 
     let (writes, ops) = mpsc::unbounded_channel();
     tokio::spawn(watch_config(

@@ -137,7 +137,17 @@ impl Loop {
         }
         let doc = weft_k8s::resource::to_json(object);
         match source {
-            Source::Pools => m.pool_upsert(&pool_view(&doc)),
+            Source::Pools => {
+                let (writes, refused) = m.pool_upsert(&pool_view(&doc));
+                if let Some(message) = refused {
+                    let _ = self.writes.send(Op::Event {
+                        object: doc,
+                        reason: "InvalidPool",
+                        message,
+                    });
+                }
+                writes
+            }
             Source::CiliumNodes => m.upsert(NodeView::from_json(&doc)).into_iter().collect(),
             Source::Nodes => {
                 self.node_names.insert(name);
@@ -149,7 +159,7 @@ impl Loop {
     fn delete(&mut self, source: Source, name: &str) -> Vec<Write> {
         let mut m = lock(&self.manager);
         match source {
-            Source::Pools => return m.pool_delete(name),
+            Source::Pools => m.pool_delete(name),
             Source::CiliumNodes => m.delete(name),
             Source::Nodes => {
                 self.node_names.remove(name);

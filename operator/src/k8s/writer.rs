@@ -40,6 +40,15 @@ pub enum Op {
     Write(Write),
     /// Delete a CiliumNode (its Node is gone).
     Delete(String),
+    /// Post a Warning Event about an object (a pool the operator refuses); best effort.
+    Event {
+        /// The object as the API server sent it.
+        object: Value,
+        /// The Event's reason.
+        reason: &'static str,
+        /// What is wrong and the fix.
+        message: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +70,7 @@ impl Pending {
                 }
             }
             Op::Delete(_) => self.delete = true,
+            Op::Event { .. } => {}
         }
     }
 }
@@ -175,6 +185,36 @@ async fn carry_out(
     (name, Done::Ok)
 }
 
+/// Queue `op` for its node; an Event is posted at once, in the background.
+fn queue(client: &Client, pending: &mut BTreeMap<String, Pending>, op: Op) {
+    let name = match op {
+        Op::Write(ref w) => w.node.clone(),
+        Op::Delete(ref n) => n.clone(),
+        Op::Event {
+            object,
+            reason,
+            message,
+        } => {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let posted = weft_k8s::events::post_warning(
+                    &client,
+                    &object,
+                    reason,
+                    &message,
+                    "weft-operator",
+                )
+                .await;
+                if let Err(error) = posted {
+                    warn!(%error, "could not post an Event");
+                }
+            });
+            return;
+        }
+    };
+    pending.entry(name).or_default().merge(op);
+}
+
 /// Runs the writer until `ops` closes and everything queued was tried once more.
 pub async fn run(client: Client, mut ops: mpsc::UnboundedReceiver<Op>, metrics: Metrics) {
     let api = Resource::CiliumNode.all(&client);
@@ -213,11 +253,9 @@ pub async fn run(client: Client, mut ops: mpsc::UnboundedReceiver<Op>, metrics: 
         tokio::select! {
             op = ops.recv(), if open => match op {
                 Some(op) => {
-                    let name = match &op { Op::Write(w) => w.node.clone(), Op::Delete(n) => n.clone() };
-                    pending.entry(name).or_default().merge(op);
+                    queue(&client, &mut pending, op);
                     while let Ok(op) = ops.try_recv() {
-                        let name = match &op { Op::Write(w) => w.node.clone(), Op::Delete(n) => n.clone() };
-                        pending.entry(name).or_default().merge(op);
+                        queue(&client, &mut pending, op);
                     }
                 }
                 None => open = false,

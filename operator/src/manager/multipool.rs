@@ -2,6 +2,8 @@
 //! CiliumNode's `spec.ipam.pools.allocated` as its `requested` demand grows
 //! ([`PoolAllocator`]).
 
+use std::collections::BTreeMap;
+
 use ipnet::IpNet;
 
 use super::{
@@ -19,14 +21,17 @@ use crate::{
 #[derive(Debug)]
 pub struct MultiPoolAllocator {
     pools: PoolAllocator,
+    /// The CIDRs of each applied pool, to refuse a pool overlapping another.
+    cidrs: BTreeMap<String, Vec<IpNet>>,
 }
 
 impl MultiPoolAllocator {
     /// An allocator with no pools yet, for the enabled families.
     #[must_use]
-    pub const fn new(ipv4: bool, ipv6: bool) -> Self {
+    pub fn new(ipv4: bool, ipv6: bool) -> Self {
         Self {
             pools: PoolAllocator::new(ipv4, ipv6),
+            cidrs: BTreeMap::new(),
         }
     }
 }
@@ -90,23 +95,43 @@ impl Allocator for MultiPoolAllocator {
         Vec::new()
     }
 
-    fn pool_upsert(&mut self, pool: &PoolView) -> Vec<String> {
-        match &pool.spec {
-            Err(reason) => vec![format!(
-                "CiliumPodIPPool {} cannot be used: {reason}",
-                pool.name
-            )],
-            Ok(spec) => match self.pools.upsert_pool(&pool.name, spec) {
-                Ok(warnings) => warnings.iter().map(warning_line).collect(),
-                Err(error) => vec![format!(
-                    "CiliumPodIPPool {} not applied: {error}",
-                    pool.name
-                )],
-            },
+    fn pool_upsert(&mut self, pool: &PoolView) -> Result<Vec<String>, String> {
+        let spec = pool
+            .spec
+            .as_ref()
+            .map_err(|reason| format!("CiliumPodIPPool {} cannot be used: {reason}", pool.name))?;
+        let mine: Vec<(&str, IpNet)> = [("ipv4", &spec.ipv4), ("ipv6", &spec.ipv6)]
+            .into_iter()
+            .filter_map(|(f, s)| s.as_ref().map(|s| (f, s)))
+            .flat_map(|(f, s)| s.cidrs.iter().map(move |c| (f, *c)))
+            .collect();
+        for (other, theirs) in self.cidrs.iter().filter(|(n, _)| **n != pool.name) {
+            for (family, cidr) in &mine {
+                if let Some(clash) = theirs
+                    .iter()
+                    .find(|t| t.contains(&cidr.network()) || cidr.contains(&t.network()))
+                {
+                    let name = &pool.name;
+                    return Err(format!(
+                        "CiliumPodIPPool {name} not applied: spec.{family}.cidrs {cidr} \
+                         overlaps {clash} of pool {other}; give each pool CIDRs of its own"
+                    ));
+                }
+            }
         }
+        let warnings = self
+            .pools
+            .upsert_pool(&pool.name, spec)
+            .map_err(|error| format!("CiliumPodIPPool {} not applied: {error}", pool.name))?;
+        self.cidrs.insert(
+            pool.name.clone(),
+            mine.into_iter().map(|(_, c)| c).collect(),
+        );
+        Ok(warnings.iter().map(warning_line).collect())
     }
 
     fn pool_delete(&mut self, name: &str) -> Vec<String> {
+        self.cidrs.remove(name);
         match self.pools.delete_pool(name) {
             Ok(warnings) => warnings.iter().map(warning_line).collect(),
             Err(error) => vec![error.to_string()],

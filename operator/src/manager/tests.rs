@@ -104,7 +104,7 @@ fn garbage_keeps_the_allocation_and_names_the_field() {
 fn a_stale_event_does_not_release_blocks_just_given() {
     use crate::ipam::multipool::{FamilySpec, PoolSpec};
     let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
-    m.pool_upsert(&PoolView {
+    let _ = m.pool_upsert(&PoolView {
         name: "default".into(),
         spec: Ok(PoolSpec {
             ipv4: Some(FamilySpec {
@@ -142,4 +142,30 @@ fn a_stale_event_does_not_release_blocks_just_given() {
     // Once an event shows the write, the node's own list is taken as it is again.
     let shown = json!([{"pool": "default", "cidrs": ["10.10.0.0/28", "10.10.0.16/28"]}]);
     assert_eq!(m.upsert(wanting(shown)), None);
+}
+
+#[test]
+fn an_overlapping_pool_is_refused_and_changes_nothing() {
+    use crate::ipam::multipool::{FamilySpec, PoolSpec};
+    let pool = |name: &str, cidr: &str| PoolView {
+        name: name.into(),
+        spec: Ok(PoolSpec {
+            ipv4: Some(FamilySpec {
+                cidrs: vec![cidr.parse().expect("cidr")],
+                mask_size: 28,
+            }),
+            ..PoolSpec::default()
+        }),
+    };
+    let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
+    assert_eq!(m.pool_upsert(&pool("a", "10.0.0.0/16")).1, None);
+    let (_, refused) = m.pool_upsert(&pool("b", "10.0.5.0/24"));
+    let refused = refused.expect("refused");
+    assert!(
+        refused.contains("spec.ipv4.cidrs 10.0.5.0/24 overlaps 10.0.0.0/16 of pool a"),
+        "{refused}"
+    );
+    // The same pool may change its own CIDRs; b was never applied.
+    assert_eq!(m.pool_upsert(&pool("a", "10.0.0.0/8")).1, None);
+    assert_eq!(m.pool_upsert(&pool("b", "11.0.0.0/24")).1, None);
 }

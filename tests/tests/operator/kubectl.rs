@@ -79,19 +79,39 @@ fn kubectl_creates_pools_and_nodes_and_reads_the_operator_status() {
     kubectl(&cluster, &["apply", "--validate=false", "-f", "-"], OBJECTS);
     wait_for("node-b's error", Duration::from_secs(20), || {
         let e = cluster.operator_error("node-b");
-        if e.contains("jupiter") { Ok(()) } else { Err(e) }
+        if e.contains("jupiter") {
+            Ok(())
+        } else {
+            Err(e)
+        }
     });
     wait_for("node-a's blocks", Duration::from_secs(20), || {
         let out = kubectl(
             &cluster,
-            &["get", "ciliumnode", "node-a", "-o", "jsonpath={.spec.ipam.pools.allocated}"],
+            &[
+                "get",
+                "ciliumnode",
+                "node-a",
+                "-o",
+                "jsonpath={.spec.ipam.pools.allocated}",
+            ],
             "",
         );
-        if out.contains("10.10.0.0/24") && out.contains("10.20.0.0/26") { Ok(()) } else { Err(out) }
+        if out.contains("10.10.0.0/24") && out.contains("10.20.0.0/26") {
+            Ok(())
+        } else {
+            Err(out)
+        }
     });
     let allocated = kubectl(
         &cluster,
-        &["get", "ciliumnode", "node-a", "-o", "jsonpath={.spec.ipam.pools.allocated}"],
+        &[
+            "get",
+            "ciliumnode",
+            "node-a",
+            "-o",
+            "jsonpath={.spec.ipam.pools.allocated}",
+        ],
         "",
     );
     let parsed: serde_json::Value = serde_json::from_str(&allocated).expect("JSON");

@@ -269,3 +269,45 @@ fn auto_created_pools_in_ciliums_format() {
     request(&cluster, "n1", &[("default", 8)]);
     wait_allocated(&cluster, "n1", "default", &["10.80.0.0/24"]);
 }
+
+#[test]
+fn an_overlapping_pool_is_refused_with_an_event() {
+    let cluster = Cluster::start();
+    pool(
+        &cluster,
+        "a",
+        &json!({"cidrs": ["10.95.0.0/16"], "maskSize": 24}),
+    );
+    request(&cluster, "n1", &[("a", 8)]);
+    let _op = cluster.operator(&FLAGS);
+    wait_allocated(&cluster, "n1", "a", &["10.95.0.0/24"]);
+    pool(
+        &cluster,
+        "b",
+        &json!({"cidrs": ["10.95.0.0/24"], "maskSize": 26}),
+    );
+    wait_for("an Event on pool b", Duration::from_secs(20), || {
+        let events = cluster.emu.list("events");
+        events
+            .iter()
+            .find(|e| e["involvedObject"]["name"] == "b" && e["reason"] == "InvalidPool")
+            .map(|e| {
+                let m = e["message"].as_str().unwrap_or_default();
+                assert!(m.contains("overlaps 10.95.0.0/16 of pool a"), "{m}");
+                assert_eq!(e["involvedObject"]["kind"], "CiliumPodIPPool");
+            })
+            .ok_or_else(|| format!("{events:?}"))
+    });
+    // Nothing of a's is given out twice: b is unknown to the allocator.
+    request(&cluster, "n2", &[("b", 8)]);
+    wait_for("n2's error", Duration::from_secs(20), || {
+        let e = cluster.operator_error("n2");
+        if e.contains("\"b\"") || e.contains(" b ") || e.contains("pool b") {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    });
+    assert!(allocated(&cluster, "n2").is_empty());
+    assert_eq!(allocated(&cluster, "n1")["a"], ["10.95.0.0/24"]);
+}
