@@ -1,6 +1,9 @@
 //! The agent's manifests: `rbac.yaml` grants exactly the agent's table, and the DaemonSet agrees
-//! with the agent's CLI (env, mounts at the host's paths, the install-cni command, probes,
-//! capabilities).
+//! with the agent's CLI: its env variables are the agent's, its mounts carry the agent's default
+//! paths (socket, pins, state, DEL queue) at their host paths, the init container's command
+//! parses as `cni install` into the host's CNI directories, the probes hit the health address,
+//! and the rules `kubernetes-validate` cannot see (Bidirectional propagation only in privileged
+//! containers, the capability set) hold.
 
 use std::{collections::BTreeSet, net::SocketAddr, path::Path};
 
@@ -12,7 +15,7 @@ use weft_agent::{
     datapath::DEFAULT_PIN_DIR,
 };
 
-use crate::{resource, strings, strings_of};
+use crate::{assert_binds, assert_grants, resource, strings, strings_of, table_grants};
 
 /// The agent's `--health-addr` default (`WEFT_HEALTH_ADDR`), which the probes must hit.
 const HEALTH_ADDR: &str = weft_agent::metrics::DEFAULT_HEALTH_ADDR;
@@ -49,50 +52,17 @@ const CAPABILITIES: [&str; 4] = ["NET_ADMIN", "SYS_ADMIN", "BPF", "PERFMON"];
 #[test]
 fn cluster_role_grants_exactly_the_table() {
     let role = resource("rbac.yaml", "ClusterRole");
-    let mut granted = BTreeSet::new();
-    for rule in role["rules"].as_array().expect("rules") {
-        assert!(
-            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
-            "{rule}"
-        );
-        for group in strings(&rule["apiGroups"]) {
-            for res in strings(&rule["resources"]) {
-                for verb in strings(&rule["verbs"]) {
-                    assert!(
-                        ![group.as_str(), res.as_str(), verb.as_str()].contains(&"*"),
-                        "wildcard in {rule}"
-                    );
-                    granted.insert((group.clone(), res.clone(), verb));
-                }
-            }
-        }
-    }
-    let expected: BTreeSet<_> = RBAC
-        .iter()
-        .flat_map(|(group, res, verbs)| {
-            verbs
-                .iter()
-                .map(|verb| ((*group).to_owned(), (*res).to_owned(), (*verb).to_owned()))
-        })
-        .collect();
-    let extra: Vec<_> = granted.difference(&expected).collect();
-    let missing: Vec<_> = expected.difference(&granted).collect();
-    assert!(
-        extra.is_empty() && missing.is_empty(),
-        "ClusterRole differs from the table: grants {extra:?} beyond it, lacks {missing:?}"
+    let expected = table_grants(
+        RBAC.iter()
+            .map(|&(group, res, verbs)| (group, res, verbs, &[][..])),
     );
+    assert_grants(&role, &expected);
 
     let account = resource("rbac.yaml", "ServiceAccount");
-    let binding = resource("rbac.yaml", "ClusterRoleBinding");
-    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
-    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
-    assert_eq!(
-        binding["subjects"],
-        json!([{
-            "kind": "ServiceAccount",
-            "name": account["metadata"]["name"],
-            "namespace": account["metadata"]["namespace"],
-        }])
+    assert_binds(
+        &resource("rbac.yaml", "ClusterRoleBinding"),
+        &role,
+        &account,
     );
     let daemonset = resource("daemonset.yaml", "DaemonSet");
     assert_eq!(
@@ -109,7 +79,7 @@ fn pod_spec() -> Value {
     resource("daemonset.yaml", "DaemonSet")["spec"]["template"]["spec"].clone()
 }
 
-pub(crate) fn pod_containers() -> Vec<Value> {
+fn pod_containers() -> Vec<Value> {
     let spec = pod_spec();
     let mut all = spec["initContainers"]
         .as_array()
