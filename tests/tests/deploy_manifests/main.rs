@@ -1,19 +1,23 @@
 //! The `deploy/` manifests, checked as an API server would check them and against the programs
 //! they run:
 //!
-//! - every YAML under `deploy/` (CRDs included) validates with
+//! - every YAML under `deploy/` (CRDs and `operator/` included) validates with
 //!   `kubernetes-validate --strict` against Kubernetes 1.33, every resource in it is actually
 //!   checked (no "no schema" pass), and the tool does reject a broken copy of our DaemonSet;
 //! - each `kustomization.yaml` lists exactly the manifests beside it and the directories below
 //!   it that have their own, and pins exactly the images of its workloads;
-//! - the ConfigMap's keys are cilium-config keys weft reads, with values it accepts;
+//! - the ConfigMap's keys are cilium-config keys the agent or weft-operator reads, with values
+//!   both accept;
 //! - [`agent`]: the agent's ClusterRole grants exactly its table, and the DaemonSet agrees with
-//!   the agent's CLI.
+//!   the agent's CLI;
+//! - [`operator`]: the operator's ClusterRole and lease Role grant exactly their tables, and the
+//!   Deployment agrees with the operator's CLI and configuration.
 //!
 //! Changing RBAC is a deliberate act: the tables change with the manifests. No root needed;
 //! `kubernetes-validate` comes from `cargo xtask setup`.
 
 mod agent;
+mod operator;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -313,20 +317,33 @@ pub(crate) fn strings(list: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The ConfigMap's data (the keys the agents and the operator read from their config
+/// directories).
+pub(crate) fn config_data() -> BTreeMap<String, String> {
+    let config_map = resource("configmap.yaml", "ConfigMap");
+    serde_json::from_value(config_map["data"].clone()).expect("ConfigMap data is a map of strings")
+}
+
 #[test]
 fn configmap_holds_cilium_config_keys_weft_accepts() {
-    let config_map = resource("configmap.yaml", "ConfigMap");
-    let data: BTreeMap<String, String> = serde_json::from_value(config_map["data"].clone())
-        .expect("ConfigMap data is a map of strings");
-    for key in data.keys() {
+    let data = config_data();
+    let agent = AgentConfig::resolve([&data])
+        .unwrap_or_else(|e| panic!("the agent rejects deploy/configmap.yaml: {e}"));
+    assert_eq!(agent.ipam.to_string(), data["ipam"]);
+    let resolved = operator::resolve(&data)
+        .unwrap_or_else(|e| panic!("weft-operator rejects deploy/configmap.yaml: {e}"));
+    // A key the agent does not read is the operator's: without it, the operator (with the
+    // Deployment's flags) would run with another configuration.
+    for key in data.keys().filter(|k| !KEYS.contains(&k.as_str())) {
+        let mut without = data.clone();
+        without.remove(key);
+        let changed = operator::resolve(&without).map_or(true, |other| other != resolved);
         assert!(
-            KEYS.contains(&key.as_str()),
-            "{key} is not a cilium-config key weft reads"
+            changed,
+            "{key} is not a cilium-config key weft reads: the agent does not know it and it \
+             changes nothing in weft-operator's configuration"
         );
     }
-    let resolved = AgentConfig::resolve([&data])
-        .unwrap_or_else(|e| panic!("the agent rejects deploy/configmap.yaml: {e}"));
-    assert_eq!(resolved.ipam.to_string(), data["ipam"]);
 }
 
 /// One permission a role grants: (API group, resource, verb, resource name; `None`: any name).
