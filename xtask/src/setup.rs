@@ -38,7 +38,7 @@ const DEB_PACKAGES: &[&str] = &[
 ];
 
 /// The venv that holds Python tools from PyPI (outside the repository, like the bpf-linker
-/// prefix, so `cargo clean` keeps it). tests/tests/deploy_manifests.rs runs
+/// prefix, so `cargo clean` keeps it). tests/tests/deploy_manifests/ runs
 /// `<venv>/bin/kubernetes-validate`.
 const TOOLS_VENV: &str = "/opt/weft-tools/venv";
 
