@@ -306,9 +306,11 @@ impl OperatorConfig {
             enable_metrics: l.bool("enable-metrics", cli.enable_metrics.as_deref(), false)?,
             leader_election: l.bool("leader-election", cli.leader_election.as_deref(), true)?,
             leader,
-            lease_namespace: cli
-                .leader_election_namespace
-                .clone()
+            lease_namespace: l
+                .get(
+                    "leader-election-namespace",
+                    cli.leader_election_namespace.as_deref(),
+                )
                 .unwrap_or_else(|| "kube-system".to_owned()),
             nodes_gc_interval: l.duration(
                 "nodes-gc-interval",
