@@ -311,3 +311,66 @@ fn an_overlapping_pool_is_refused_with_an_event() {
     assert!(allocated(&cluster, "n2").is_empty());
     assert_eq!(allocated(&cluster, "n1")["a"], ["10.95.0.0/24"]);
 }
+
+#[test]
+fn bad_pools_are_refused_with_events_naming_the_fault() {
+    let cluster = Cluster::start();
+    pool(
+        &cluster,
+        "wide",
+        &json!({"cidrs": ["10.96.0.0/24"], "maskSize": 16}),
+    );
+    pool(
+        &cluster,
+        "v6in4",
+        &json!({"cidrs": ["fd00:96::/64"], "maskSize": 24}),
+    );
+    pool(
+        &cluster,
+        "garbage",
+        &json!({"cidrs": ["10.97.0.0/24", "banana"], "maskSize": 26}),
+    );
+    let _op = cluster.operator(&FLAGS);
+    let event_of = |name: &str| {
+        cluster
+            .emu
+            .list("events")
+            .into_iter()
+            .find(|e| e["involvedObject"]["name"] == name && e["reason"] == "InvalidPool")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+    };
+    wait_for("an Event on each bad pool", Duration::from_secs(20), || {
+        let got: Vec<Option<String>> = ["wide", "v6in4", "garbage"]
+            .iter()
+            .map(|p| event_of(p))
+            .collect();
+        if got.iter().all(Option::is_some) {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    });
+    let wide = event_of("wide").expect("wide");
+    assert!(
+        wide.contains("wide") && wide.to_lowercase().contains("mask"),
+        "{wide}"
+    );
+    let v6 = event_of("v6in4").expect("v6in4");
+    assert!(v6.contains("v4"), "{v6}");
+    let garbage = event_of("garbage").expect("garbage");
+    assert!(
+        garbage.contains("spec.ipv4.cidrs[1]") && garbage.contains("banana"),
+        "{garbage}"
+    );
+    // None of them hands out anything.
+    request(&cluster, "n1", &[("wide", 8), ("v6in4", 8), ("garbage", 8)]);
+    wait_for("n1's errors", Duration::from_secs(20), || {
+        let e = cluster.operator_error("n1");
+        if e.contains("wide") && e.contains("garbage") {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    });
+    assert!(allocated(&cluster, "n1").is_empty());
+}
