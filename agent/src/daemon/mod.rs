@@ -101,6 +101,9 @@ pub enum DaemonError {
     /// The configuration is invalid.
     #[error("configuration")]
     Config(#[from] crate::config::ConfigError),
+    /// The in-process operator's allocator cannot start (single-host store).
+    #[error("configuration")]
+    Operator(#[from] crate::store::embedded::operator::OperatorError),
     /// A CiliumNodeConfig for this node is invalid.
     #[error("CiliumNodeConfig for this node")]
     NodeConfig(#[from] crate::crd::nodeconfig::NodeConfigError),
@@ -344,10 +347,7 @@ impl Daemon {
         let write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         drop(state);
         if write != crate::store::NodeWrite::default() {
-            let base = snapshot
-                .own_node()
-                .map_or("", |n| n.metadata.resource_version.as_str());
-            self.store.write_node(write, base);
+            self.store.write_node(write, &snapshot.write_base());
         }
         self.endpoints_changed.notify_one();
     }
