@@ -19,7 +19,6 @@ pub struct DecodeError {
     pub reason: String,
 }
 
-
 /// A resource weft reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Resource {

@@ -229,12 +229,13 @@ fn identity_object(id: u32, labels: &SecurityLabels) -> Result<DynamicObject, K8
                 .then(|| (key.to_owned(), v.clone()))
         })
         .collect();
-    Resource::CiliumIdentity.object(json!({
-        "apiVersion": "cilium.io/v2", "kind": "CiliumIdentity",
-        "metadata": {"name": id.to_string(), "labels": plain},
-        "security-labels": labels,
-    }))
-    .map_err(K8sError::from)
+    Resource::CiliumIdentity
+        .object(json!({
+            "apiVersion": "cilium.io/v2", "kind": "CiliumIdentity",
+            "metadata": {"name": id.to_string(), "labels": plain},
+            "security-labels": labels,
+        }))
+        .map_err(K8sError::from)
 }
 
 #[cfg(test)]
