@@ -317,6 +317,13 @@ impl Daemon {
     pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
+        // A caller may hold an older read of the embedded store than the one synced meanwhile
+        // (a CNI operation's write request racing the watch): never go back to it.
+        let snapshot = if snapshot.revision < state.snapshot.revision {
+            Arc::clone(&state.snapshot)
+        } else {
+            snapshot
+        };
         state.snapshot = Arc::clone(&snapshot);
         state.ipam.observe_node(snapshot.own_node());
         match networks {

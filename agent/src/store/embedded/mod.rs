@@ -338,8 +338,8 @@ async fn watch_loop(inner: Arc<Inner>, inotify: Inotify) {
         let previous = inner.snapshots.borrow().clone();
         match load(&inner.root, &inner.node_name, &previous) {
             Ok(mut snap) => {
-                debug!(root = %inner.root.display(), "store changed");
                 snap.revision = previous.revision + 1;
+                debug!(root = %inner.root.display(), revision = snap.revision, "store changed");
                 let mut bases = lock(&inner.bases);
                 bases.push_back((snap.revision, own_pools(&snap)));
                 while bases.len() > KEPT_BASES {
@@ -400,6 +400,8 @@ fn write_pending(inner: &Inner) -> Result<(), StoreError> {
     };
     if write.pools.is_some() && !base_holds(inner, pools_base, &node) {
         debug!(
+            base = ?pools_base,
+            newest = inner.snapshots.borrow().revision,
             "spec.ipam.pools changed since the agent read it (the in-process operator wrote it); \
              the agent recomputes from the newer read"
         );
