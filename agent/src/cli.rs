@@ -210,6 +210,19 @@ pub struct ConfigArgs {
     /// A custom CNI configuration whose `ipam` / `azure` values win when seeding.
     #[arg(long)]
     pub read_cni_conf: Option<String>,
+    /// Cluster CIDRs the in-process cluster-pool allocator carves node blocks from (`--store`
+    /// only; space- or comma-separated).
+    #[arg(long)]
+    pub cluster_pool_ipv4_cidr: Option<String>,
+    /// Prefix length of each node's IPv4 block (default 24).
+    #[arg(long)]
+    pub cluster_pool_ipv4_mask_size: Option<String>,
+    /// Cluster CIDRs for IPv6 node blocks (`--store` only; needs --enable-ipv6).
+    #[arg(long)]
+    pub cluster_pool_ipv6_cidr: Option<String>,
+    /// Prefix length of each node's IPv6 block (default 112).
+    #[arg(long)]
+    pub cluster_pool_ipv6_mask_size: Option<String>,
 }
 
 impl ConfigArgs {
@@ -254,6 +267,16 @@ impl ConfigArgs {
             ("ipam-static-ip-tags", &self.ipam_static_ip_tags),
             ("azure-interface-name", &self.azure_interface_name),
             ("read-cni-conf", &self.read_cni_conf),
+            ("cluster-pool-ipv4-cidr", &self.cluster_pool_ipv4_cidr),
+            (
+                "cluster-pool-ipv4-mask-size",
+                &self.cluster_pool_ipv4_mask_size,
+            ),
+            ("cluster-pool-ipv6-cidr", &self.cluster_pool_ipv6_cidr),
+            (
+                "cluster-pool-ipv6-mask-size",
+                &self.cluster_pool_ipv6_mask_size,
+            ),
         ];
         pairs
             .into_iter()

@@ -3,14 +3,17 @@
 //! key (a mounted ConfigMap) or a YAML/JSON map, overridden per node by CiliumNodeConfig
 //! defaults, and by command-line flags of the same names. Pure: callers do the reading.
 
+mod cluster_pool;
+
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use ipnet::{Ipv4Net, Ipv6Net};
+use weft_operator::ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored).
-pub const KEYS: [&str; 34] = [
+pub const KEYS: [&str; 38] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -45,6 +48,10 @@ pub const KEYS: [&str; 34] = [
     "eni-use-primary-address",
     "eni-disable-prefix-delegation",
     "eni-delete-on-termination",
+    "cluster-pool-ipv4-cidr",
+    "cluster-pool-ipv4-mask-size",
+    "cluster-pool-ipv6-cidr",
+    "cluster-pool-ipv6-mask-size",
 ];
 
 /// Cilium's `ip-masq-agent-config-path` default.
@@ -96,6 +103,10 @@ pub struct AgentConfig {
     pub auto_direct_node_routes: bool,
     /// `cluster-name` (default `default`): part of every pod's security labels.
     pub cluster_name: String,
+    /// `cluster-pool-ipv4-cidr`, `cluster-pool-ipv4-mask-size` (default 24) and the IPv6 twins
+    /// (default 112), with `enable-ipv4`/`enable-ipv6` as the families: the operator's
+    /// cluster-pool settings, used by the in-process allocator of the single-host store.
+    pub cluster_pool: ClusterPoolConfig,
 }
 
 /// The keys that seed the agent's own CiliumNode when it runs against Kubernetes (Cilium's
@@ -163,6 +174,7 @@ impl Default for AgentConfig {
             node_seed: NodeSeedConfig::default(),
             auto_direct_node_routes: false,
             cluster_name: crate::identity::DEFAULT_CLUSTER.to_owned(),
+            cluster_pool: ClusterPoolConfig::default(),
         }
     }
 }
@@ -237,11 +249,15 @@ impl AgentConfig {
                         .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;
                 }
                 _ => {
-                    masquerade_key(&mut config, key, value)?;
-                    seed_key(&mut config.node_seed, key, value)?;
+                    if !cluster_pool::apply(&mut config.cluster_pool, key, value)? {
+                        masquerade_key(&mut config, key, value)?;
+                        seed_key(&mut config.node_seed, key, value)?;
+                    }
                 }
             }
         }
+        config.cluster_pool.ipv4.enabled = config.enable_ipv4;
+        config.cluster_pool.ipv6.enabled = config.enable_ipv6;
         if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
             return Err(ConfigError {
                 key: "only-masquerade-default-pool".into(),

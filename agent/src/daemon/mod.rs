@@ -101,6 +101,9 @@ pub enum DaemonError {
     /// The configuration is invalid.
     #[error("configuration")]
     Config(#[from] crate::config::ConfigError),
+    /// The in-process operator's allocator cannot start (single-host store).
+    #[error("configuration")]
+    Operator(#[from] crate::store::embedded::operator::OperatorError),
     /// A CiliumNodeConfig for this node is invalid.
     #[error("CiliumNodeConfig for this node")]
     NodeConfig(#[from] crate::crd::nodeconfig::NodeConfigError),
@@ -314,6 +317,13 @@ impl Daemon {
     pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
+        // A caller may hold an older read of the embedded store than the one synced meanwhile
+        // (a CNI operation's write request racing the watch): never go back to it.
+        let snapshot = if snapshot.revision < state.snapshot.revision {
+            Arc::clone(&state.snapshot)
+        } else {
+            snapshot
+        };
         state.snapshot = Arc::clone(&snapshot);
         state.ipam.observe_node(snapshot.own_node());
         match networks {
@@ -344,10 +354,7 @@ impl Daemon {
         let write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         drop(state);
         if write != crate::store::NodeWrite::default() {
-            let base = snapshot
-                .own_node()
-                .map_or("", |n| n.metadata.resource_version.as_str());
-            self.store.write_node(write, base);
+            self.store.write_node(write, &snapshot.write_base());
         }
         self.endpoints_changed.notify_one();
     }

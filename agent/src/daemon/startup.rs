@@ -15,7 +15,13 @@ use crate::{
     ipam::manager::{IpamConfig, IpamManager},
     k8s::{KubeStore, discovery},
     metrics::Metrics,
-    store::{NodeStore, Store as _, embedded::EmbeddedStore},
+    store::{
+        NodeStore, Store as _,
+        embedded::{
+            EmbeddedStore,
+            operator::{InProcessOperator, OperatorConfig, OperatorError},
+        },
+    },
 };
 
 /// Owner of the router (gateway) addresses, as in Cilium.
@@ -39,6 +45,7 @@ pub(super) async fn start(
     let per_node = resolve_node_config(&configs, &labels)?;
     let config = AgentConfig::resolve([&opts.config_file, &per_node, &opts.config_flags])?;
     info!(ipam = %config.ipam, default_pool = %config.default_pool, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, "configuration");
+    start_operator(&store, &config, &opts.node_name)?;
     let records = Records::open(&opts.state_dir)?;
     sanity::check_mode(&opts.state_dir, config.ipam, &records)?;
     let node_networks = sanity::read_node_networks().await?;
@@ -107,6 +114,33 @@ async fn open_store(
             Ok(NodeStore::Kube(store))
         }
     }
+}
+
+/// On the single-host store, run the operator's allocator of the mode in-process (nothing
+/// answers the own CiliumNode otherwise); against Kubernetes the real operator does.
+fn start_operator(
+    store: &NodeStore,
+    config: &AgentConfig,
+    node_name: &str,
+) -> Result<(), OperatorError> {
+    let NodeStore::Embedded(embedded) = store else {
+        return Ok(());
+    };
+    let Some(operator) = OperatorConfig::for_agent(config) else {
+        return Ok(());
+    };
+    match &operator {
+        OperatorConfig::ClusterPool(pool) => info!(
+            ipv4 = ?pool.ipv4.cidrs, ipv4_mask = pool.ipv4.mask_size,
+            ipv6 = ?pool.ipv6.cidrs, ipv6_mask = pool.ipv6.mask_size,
+            "the cluster-pool allocator runs in-process: it hands this node's podCIDRs out of the cluster-pool CIDRs"
+        ),
+        OperatorConfig::MultiPool { .. } => info!(
+            "the multi-pool allocator runs in-process: it carves the store's CiliumPodIPPools into spec.ipam.pools.allocated"
+        ),
+    }
+    embedded.start_operator(InProcessOperator::new(&operator, node_name)?);
+    Ok(())
 }
 
 /// The IPAM part of the agent configuration.

@@ -58,13 +58,31 @@ pub struct Snapshot {
     pub problems: BTreeMap<PathBuf, String>,
     /// The first full read finished.
     pub synced: bool,
+    /// The embedded store's count of directory reads, this one included (1 for the first);
+    /// 0 from the Kubernetes store, whose objects carry resourceVersions instead.
+    pub revision: u64,
 }
+
+/// How [`Snapshot::write_base`] names a read of the embedded store.
+pub const EMBEDDED_BASE_PREFIX: &str = "weft-store-read-";
 
 impl Snapshot {
     /// This agent's own CiliumNode, if it exists and parses.
     #[must_use]
     pub fn own_node(&self) -> Option<&CiliumNode> {
         self.nodes.get(&self.node_name)
+    }
+
+    /// The base of a write-back computed from this snapshot ([`Store::write_node`]): the own
+    /// CiliumNode's resourceVersion (Kubernetes), or which read of the embedded store it is.
+    #[must_use]
+    pub fn write_base(&self) -> String {
+        if self.revision > 0 {
+            return format!("{EMBEDDED_BASE_PREFIX}{}", self.revision);
+        }
+        self.own_node()
+            .map(|n| n.metadata.resource_version.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -131,6 +149,18 @@ impl crate::ipam::selection::ObjectLookup for Snapshot {
 /// What the agent writes back to its own CiliumNode (see [`NodeIpamWrite`]).
 pub type NodeWrite = NodeIpamWrite;
 
+/// What the operator's allocator, run in-process on the embedded store, writes to the own
+/// CiliumNode: the parts Cilium's operator owns. `None` leaves a part as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperatorWrite {
+    /// `spec.ipam.podCIDRs` (cluster-pool).
+    pub pod_cidrs: Option<Vec<ipnet::IpNet>>,
+    /// `spec.ipam.pools.allocated` (multi-pool).
+    pub allocated: Option<Vec<crate::crd::ipam::IpamPoolAllocation>>,
+    /// `status.ipam.operator-status.error`; an empty text clears it.
+    pub error: Option<String>,
+}
+
 /// Coalesce two write-backs: each carries the whole of every part it has, so the newer part
 /// wins and parts only the older one has are kept.
 #[must_use]
@@ -181,9 +211,9 @@ pub trait Store {
     /// Snapshots, newest first; the receiver sees every change after the first full read.
     fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>>;
 
-    /// Record what the agent wants written, computed from the own CiliumNode at
-    /// `base_version` (its resourceVersion); the store writes it debounced, only if it changes
-    /// the document, and keeps every field the agent does not own.
+    /// Record what the agent wants written, computed from the snapshot whose
+    /// [`Snapshot::write_base`] is `base_version`; the store writes it debounced, only if it
+    /// changes the document, and keeps every field the agent does not own.
     fn write_node(&self, write: NodeWrite, base_version: &str);
 
     /// Write a pending write-back now (shutdown, tests), bypassing the debounce.

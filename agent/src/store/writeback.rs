@@ -1,10 +1,11 @@
-//! Applying a [`NodeWrite`] to a CiliumNode document: set only the paths the agent owns,
-//! create the objects above them when missing, drop them when they become empty (Cilium's
-//! `omitempty`), and leave every other field exactly as it was.
+//! Applying a [`NodeWrite`] (the agent's parts) or an [`OperatorWrite`] (the in-process
+//! operator's parts) to a CiliumNode document: set only the paths the writer owns, create the
+//! objects above them when missing, drop them when they become empty (Cilium's `omitempty`),
+//! and leave every other field exactly as it was.
 
 use serde_json::{Map, Value};
 
-use crate::store::NodeWrite;
+use crate::store::{NodeWrite, OperatorWrite};
 
 /// `status.ipam.used`.
 pub const USED: [&str; 3] = ["status", "ipam", "used"];
@@ -12,6 +13,12 @@ pub const USED: [&str; 3] = ["status", "ipam", "used"];
 pub const RELEASE_IPS: [&str; 3] = ["status", "ipam", "release-ips"];
 /// `spec.ipam.pools`.
 pub const POOLS: [&str; 3] = ["spec", "ipam", "pools"];
+/// `spec.ipam.podCIDRs` (the operator's, cluster-pool).
+pub const POD_CIDRS: [&str; 3] = ["spec", "ipam", "podCIDRs"];
+/// `spec.ipam.pools.allocated` (the operator's, multi-pool).
+pub const POOLS_ALLOCATED: [&str; 4] = ["spec", "ipam", "pools", "allocated"];
+/// `status.ipam.operator-status.error` (the operator's).
+pub const OPERATOR_ERROR: [&str; 4] = ["status", "ipam", "operator-status", "error"];
 
 /// The value at `path`, if any.
 #[must_use]
@@ -31,6 +38,33 @@ pub fn apply(doc: &mut Value, write: &NodeWrite) -> bool {
     }
     if let Some(pools) = &write.pools {
         set(doc, &POOLS, to_value(pools));
+    }
+    *doc != before
+}
+
+/// Apply the operator's `write` to `doc`; returns whether the document changed. Clearing the
+/// error removes only the `error` field (Cilium writes `operator-status: {}` then), and never
+/// adds anything to a document that has no error.
+#[must_use]
+pub fn apply_operator(doc: &mut Value, write: &OperatorWrite) -> bool {
+    let before = doc.clone();
+    if let Some(cidrs) = &write.pod_cidrs {
+        set(doc, &POD_CIDRS, to_value(cidrs));
+    }
+    if let Some(allocated) = &write.allocated {
+        set(doc, &POOLS_ALLOCATED, to_value(allocated));
+    }
+    match write.error.as_deref() {
+        None => {}
+        Some("") => {
+            let status = OPERATOR_ERROR[..3]
+                .iter()
+                .try_fold(&mut *doc, |v, key| v.get_mut(key));
+            if let Some(Value::Object(map)) = status {
+                map.remove(OPERATOR_ERROR[3]);
+            }
+        }
+        Some(text) => set(doc, &OPERATOR_ERROR, Value::String(text.to_owned())),
     }
     *doc != before
 }
@@ -138,6 +172,63 @@ mod tests {
         assert_eq!(doc["spec"]["ipam"]["future"], true);
         assert_eq!(doc["metadata"]["x-unknown"], 1);
         assert!(!apply(&mut doc, &write), "same write twice changes nothing");
+    }
+
+    #[test]
+    fn operator_parts_keep_everything_else() {
+        let mut doc = json!({
+            "metadata": {"name": "n1"},
+            "spec": {"ipam": {"pools": {"requested": [{"pool": "a", "needed": {"ipv4-addrs": 3}}]},
+                              "future": 1}},
+        });
+        let allocated = vec![crate::crd::ipam::IpamPoolAllocation {
+            pool: "a".into(),
+            allow_first_ip: false,
+            allow_last_ip: true,
+            cidrs: vec!["10.0.0.0/28".parse().unwrap()],
+        }];
+        let write = OperatorWrite {
+            allocated: Some(allocated),
+            error: Some(String::new()),
+            ..OperatorWrite::default()
+        };
+        assert!(apply_operator(&mut doc, &write));
+        assert_eq!(
+            doc["spec"]["ipam"],
+            json!({"pools": {"requested": [{"pool": "a", "needed": {"ipv4-addrs": 3}}],
+                             "allocated": [{"pool": "a", "allowLastIP": true, "cidrs": ["10.0.0.0/28"]}]},
+                   "future": 1})
+        );
+        assert!(
+            doc.get("status").is_none(),
+            "clearing no error adds nothing"
+        );
+        assert!(
+            !apply_operator(&mut doc, &write),
+            "the same write twice changes nothing"
+        );
+
+        let failed = OperatorWrite {
+            pod_cidrs: Some(vec!["10.1.0.0/24".parse().unwrap()]),
+            error: Some("allocator full".into()),
+            ..OperatorWrite::default()
+        };
+        assert!(apply_operator(&mut doc, &failed));
+        assert_eq!(doc["spec"]["ipam"]["podCIDRs"], json!(["10.1.0.0/24"]));
+        assert_eq!(
+            doc["status"]["ipam"]["operator-status"]["error"],
+            "allocator full"
+        );
+        let cleared = OperatorWrite {
+            error: Some(String::new()),
+            ..OperatorWrite::default()
+        };
+        assert!(apply_operator(&mut doc, &cleared));
+        assert_eq!(
+            doc["status"],
+            json!({"ipam": {"operator-status": {}}}),
+            "as Cilium writes it"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! when fixed); inotify for documents created and deleted while the store is open; and atomic
 //! replacement. Each test builds its own tokio runtime and temporary store directory, which it
 //! removes at the end (on panic too). Two tests pin down store bugs found
-//! earlier (an emptied `spec` and YAML 1.1 booleans).
+//! earlier (an emptied `spec` and YAML 1.1 booleans). The in-process operator's writes and the
+//! agent's share `spec.ipam.pools` without taking each other's part.
 //!
 //! The CRD schema is `shared/fixtures/cilium-crds/ciliumnodes.yaml` beside the workspace
 //! (`WEFT_CILIUM_CRDS` may name another directory holding `ciliumnodes.yaml`).
@@ -15,6 +16,7 @@ mod atomic;
 mod common;
 mod corrupt;
 mod layout;
+mod operator;
 mod round_trip;
 mod schema;
 mod watch_dir;
@@ -27,6 +29,8 @@ pub(crate) use common::*;
 pub(crate) use corrupt::*;
 #[allow(unused_imports, reason = "siblings share helpers")]
 pub(crate) use layout::*;
+#[allow(unused_imports, reason = "siblings share helpers")]
+pub(crate) use operator::*;
 #[allow(unused_imports, reason = "siblings share helpers")]
 pub(crate) use round_trip::*;
 #[allow(unused_imports, reason = "siblings share helpers")]

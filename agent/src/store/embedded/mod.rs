@@ -3,17 +3,26 @@
 //!
 //! One task watches the directory with inotify and republishes a snapshot after any change
 //! (the directory is small; it is re-read whole). A document that does not parse is reported
-//! in `Snapshot::problems` and its last good version is kept. One writer task owns every write:
-//! it coalesces the agent's write-backs, waits out the debounce interval, patches only the
-//! owned fields of the own CiliumNode and replaces the file atomically, only when it changes,
-//! and never touches a document that does not parse.
+//! in `Snapshot::problems` and its last good version is kept. One writer task owns the agent's
+//! writes: it coalesces the agent's write-backs, waits out the debounce interval, patches only
+//! the owned fields of the own CiliumNode and replaces the file atomically, only when it
+//! changes, and never touches a document that does not parse.
+//!
+//! With an in-process operator ([`EmbeddedStore::start_operator`]) the watch task also runs
+//! the operator's allocator after every read and writes its parts (`spec.ipam.podCIDRs`,
+//! `spec.ipam.pools.allocated`, `status.ipam.operator-status.error`) the same way, under the
+//! same lock. Both write `spec.ipam.pools`, so the agent's part is applied only where the
+//! document still holds what the agent read (the read its base names): otherwise the
+//! operator added or took a block since, and the agent recomputes from the newer read, which
+//! comes next. The operator always computes from the document it is about to write.
 
 pub mod docs;
+pub mod operator;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, VecDeque},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -25,11 +34,18 @@ use tokio::{
 };
 use tracing::{debug, info, warn};
 
-use self::docs::{DocKey, Kind};
-use super::{NodeWrite, Snapshot, Store, StoreError};
+use self::{
+    docs::{DocKey, Kind},
+    operator::InProcessOperator,
+};
+use super::{EMBEDDED_BASE_PREFIX, NodeWrite, Snapshot, Store, StoreError};
+use crate::crd::{ipam::IpamPoolSpec, node::CiliumNode};
 
 /// Default debounce of CiliumNode writes (Cilium's `--ipam-cilium-node-update-rate`).
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(15);
+
+/// How many reads' `spec.ipam.pools` are kept to check a write's base against.
+const KEPT_BASES: usize = 64;
 
 /// A store over a directory of documents.
 #[derive(Debug, Clone)]
@@ -42,12 +58,40 @@ struct Inner {
     root: PathBuf,
     node_name: String,
     snapshots: watch::Sender<Arc<Snapshot>>,
-    pending: Mutex<Option<NodeWrite>>,
-    /// Held for a whole write-back, so the writer task and `flush` never interleave.
+    pending: Mutex<Pending>,
+    /// Held for a whole write-back, so the writer task, `flush` and the operator never
+    /// interleave.
     writing: Mutex<()>,
     wake: Notify,
     debounce: Duration,
     stats: super::WriteStats,
+    /// The own node's `spec.ipam.pools` in each recent read, by [`Snapshot::revision`].
+    bases: Mutex<VecDeque<(u64, IpamPoolSpec)>>,
+    /// The operator's allocator, when it runs in-process.
+    operator: Mutex<Option<InProcessOperator>>,
+}
+
+/// The agent's write-back waiting for the writer.
+#[derive(Debug, Default)]
+struct Pending {
+    write: Option<NodeWrite>,
+    /// The read the `pools` part was computed from (`None`: apply it whatever the document
+    /// holds, for callers that name no read).
+    pools_base: Option<u64>,
+}
+
+impl Pending {
+    /// Merge `write` (based on `base`) over what is pending.
+    fn merge(&mut self, write: NodeWrite, base: Option<u64>) {
+        if write.pools.is_some() {
+            self.pools_base = base;
+        }
+        self.write = Some(super::merge_writes(self.write.take(), write));
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl EmbeddedStore {
@@ -66,17 +110,21 @@ impl EmbeddedStore {
                 source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
             });
         }
-        let first = load(root, node_name, &Snapshot::default())?;
+        let mut first = load(root, node_name, &Snapshot::default())?;
+        first.revision = 1;
+        let bases = VecDeque::from([(1, own_pools(&first))]);
         let (snapshots, _) = watch::channel(Arc::new(first));
         let inner = Arc::new(Inner {
             root: root.to_path_buf(),
             node_name: node_name.to_owned(),
             snapshots,
-            pending: Mutex::new(None),
+            pending: Mutex::new(Pending::default()),
             writing: Mutex::new(()),
             wake: Notify::new(),
             debounce,
             stats: super::WriteStats::default(),
+            bases: Mutex::new(bases),
+            operator: Mutex::new(None),
         });
         let inotify = Inotify::init().map_err(|source| StoreError::Watch {
             path: root.to_path_buf(),
@@ -99,6 +147,13 @@ impl EmbeddedStore {
     pub fn stats(&self) -> &super::WriteStats {
         &self.inner.stats
     }
+
+    /// Run the operator's allocator in-process from now on: once now, then after every read
+    /// of the directory, writing its parts of the own CiliumNode.
+    pub fn start_operator(&self, operator: InProcessOperator) {
+        *lock(&self.inner.operator) = Some(operator);
+        operate(&self.inner);
+    }
 }
 
 impl Store for EmbeddedStore {
@@ -106,21 +161,28 @@ impl Store for EmbeddedStore {
         self.inner.snapshots.subscribe()
     }
 
-    fn write_node(&self, write: NodeWrite, _base_version: &str) {
-        let mut pending = self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let merged = super::merge_writes(pending.take(), write);
-        *pending = Some(merged);
-        drop(pending);
+    /// `base_version` is [`Snapshot::write_base`] of the read the write was computed from;
+    /// its `pools` part is applied only while the document's `spec.ipam.pools` is still what
+    /// that read held. Any other base (`""`) applies every part as it is.
+    fn write_node(&self, write: NodeWrite, base_version: &str) {
+        let base = base_version
+            .strip_prefix(EMBEDDED_BASE_PREFIX)
+            .and_then(|n| n.parse().ok());
+        lock(&self.inner.pending).merge(write, base);
         self.inner.wake.notify_one();
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
         write_pending(&self.inner)
     }
+}
+
+/// The own node's `spec.ipam.pools` in `snapshot` (empty when it has none).
+fn own_pools(snapshot: &Snapshot) -> IpamPoolSpec {
+    snapshot
+        .own_node()
+        .map(|n| n.ipam_spec().pools().clone())
+        .unwrap_or_default()
 }
 
 /// Read `root` once, without watching (offline tools such as `ipam simulate`).
@@ -275,9 +337,17 @@ async fn watch_loop(inner: Arc<Inner>, inotify: Inotify) {
         }
         let previous = inner.snapshots.borrow().clone();
         match load(&inner.root, &inner.node_name, &previous) {
-            Ok(snap) => {
-                debug!(root = %inner.root.display(), "store changed");
+            Ok(mut snap) => {
+                snap.revision = previous.revision + 1;
+                debug!(root = %inner.root.display(), revision = snap.revision, "store changed");
+                let mut bases = lock(&inner.bases);
+                bases.push_back((snap.revision, own_pools(&snap)));
+                while bases.len() > KEPT_BASES {
+                    bases.pop_front();
+                }
+                drop(bases);
                 inner.snapshots.send_replace(Arc::new(snap));
+                operate(&inner);
             }
             Err(error) => warn!(%error, "re-reading the store"),
         }
@@ -303,31 +373,24 @@ async fn write_loop(inner: Arc<Inner>) {
 
 /// Write the pending write-back to the own CiliumNode document, if it changes it.
 fn write_pending(inner: &Inner) -> Result<(), StoreError> {
-    let _writing = inner
-        .writing
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let pending = inner
-        .pending
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    let Some(write) = pending else { return Ok(()) };
+    let _writing = lock(&inner.writing);
+    let Pending { write, pools_base } = std::mem::take(&mut *lock(&inner.pending));
+    let Some(mut write) = write else {
+        return Ok(());
+    };
     let path = node_path(&inner.root, &inner.node_name)?;
-    let mut doc = match docs::read_value(&path)
-        .and_then(|v| docs::decode::<crate::crd::node::CiliumNode>(&path, v.clone()).map(|_| v))
-    {
-        Ok(doc) => doc,
+    let (mut doc, node) = match read_node(&path) {
+        Ok(read) => read,
         Err(error) => {
-            // Never overwrite a document that does not parse; keep the write for later.
-            let mut slot = inner
-                .pending
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *slot = Some(super::merge_writes(
-                Some(write),
-                slot.take().unwrap_or_default(),
-            ));
+            // Never overwrite a document that does not parse; keep the write for later, under
+            // anything newer.
+            let mut slot = lock(&inner.pending);
+            let newer = std::mem::take(&mut *slot);
+            slot.merge(write, pools_base);
+            if let Some(newer_write) = newer.write {
+                slot.merge(newer_write, newer.pools_base);
+            }
+            drop(slot);
             inner
                 .stats
                 .failures
@@ -335,6 +398,15 @@ fn write_pending(inner: &Inner) -> Result<(), StoreError> {
             return Err(error);
         }
     };
+    if write.pools.is_some() && !base_holds(inner, pools_base, &node) {
+        debug!(
+            base = ?pools_base,
+            newest = inner.snapshots.borrow().revision,
+            "spec.ipam.pools changed since the agent read it (the in-process operator wrote it); \
+             the agent recomputes from the newer read"
+        );
+        write.pools = None;
+    }
     if super::writeback::apply(&mut doc, &write) {
         docs::write_atomic(&path, &doc).inspect_err(|_| {
             inner
@@ -346,4 +418,65 @@ fn write_pending(inner: &Inner) -> Result<(), StoreError> {
         info!(path = %path.display(), "wrote CiliumNode");
     }
     Ok(())
+}
+
+/// The own CiliumNode document as a value and decoded (it must parse to be written).
+fn read_node(path: &Path) -> Result<(serde_json::Value, CiliumNode), StoreError> {
+    let doc = docs::read_value(path)?;
+    let node = docs::decode::<CiliumNode>(path, doc.clone())?;
+    Ok((doc, node))
+}
+
+/// Whether `node` still holds the `spec.ipam.pools` of read `base` (no base: always).
+fn base_holds(inner: &Inner, base: Option<u64>, node: &CiliumNode) -> bool {
+    let Some(base) = base else {
+        return true;
+    };
+    let bases = lock(&inner.bases);
+    let seen = bases.iter().find(|(revision, _)| *revision == base);
+    seen.is_some_and(|(_, pools)| pools == node.ipam_spec().pools())
+}
+
+/// Run the in-process operator (if any) on the newest read and the own document as it is
+/// now, and write its parts when they change the document.
+fn operate(inner: &Inner) {
+    let _writing = lock(&inner.writing);
+    let mut slot = lock(&inner.operator);
+    let Some(operator) = slot.as_mut() else {
+        return;
+    };
+    let snapshot = inner.snapshots.borrow().clone();
+    let read = node_path(&inner.root, &inner.node_name).map(|path| {
+        let read = read_node(&path);
+        (path, read)
+    });
+    let (path, own) = match read {
+        Err(StoreError::NoNode { .. }) => {
+            let _ = operator.reconcile(&snapshot, None);
+            return;
+        }
+        Err(error) => {
+            warn!(%error, "in-process allocator: finding the own CiliumNode");
+            return;
+        }
+        // Never overwrite a document that does not parse; the next read tries again.
+        Ok((_, Err(error))) => {
+            debug!(%error, "in-process allocator: the own CiliumNode does not parse");
+            return;
+        }
+        Ok((path, Ok(own))) => (path, own),
+    };
+    let (mut doc, node) = own;
+    let Some(write) = operator.reconcile(&snapshot, Some(&node)) else {
+        return;
+    };
+    drop(slot);
+    if super::writeback::apply_operator(&mut doc, &write) {
+        match docs::write_atomic(&path, &doc) {
+            Ok(()) => info!(path = %path.display(), "in-process allocator wrote CiliumNode"),
+            Err(error) => {
+                warn!(%error, "in-process allocator: writing CiliumNode; retried on the next change")
+            }
+        }
+    }
 }

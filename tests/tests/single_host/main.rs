@@ -1,0 +1,105 @@
+//! The operator's allocators in-process on one host: the real `weft-agent run --store` (a child
+//! process in a private node namespace) with pods added and deleted by the real `weft-cni`.
+//! Cluster-pool: a CiliumNode without podCIDRs gets a block of `cluster-pool-ipv4-cidr` that
+//! no other node document holds, and keeps it over a restart; a bad `cluster-pool-ipv4-cidr`
+//! stops the agent with the key in the error. Multi-pool: a pool of /28 blocks grows by a block
+//! when its pods need one and gives it back after their DELs; a v2 pool's reservedRanges never
+//! become a block. Each test runs as root and builds its own store.
+
+mod cluster_pool;
+mod multi_pool;
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use weft_tests::{
+    agent::{Agent, CniCall},
+    unique,
+};
+
+/// An agent whose store holds exactly `docs` (relative path, text); not started yet.
+fn agent_with(docs: &[(&str, &str)], flags: &[&str]) -> Agent {
+    let template = Template::new(docs);
+    Agent::new(&template.0, flags)
+}
+
+/// A store directory to copy from, removed on drop.
+struct Template(PathBuf);
+
+impl Template {
+    fn new(docs: &[(&str, &str)]) -> Self {
+        let root = std::env::temp_dir().join(unique("weft-single-host-"));
+        for (rel, text) in docs {
+            let path = root.join(rel);
+            std::fs::create_dir_all(path.parent().expect("a document has a directory"))
+                .expect("mkdir");
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+        std::fs::create_dir_all(&root).expect("mkdir");
+        Self(root)
+    }
+}
+
+impl Drop for Template {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A store document as it is on disk now.
+fn doc(agent: &Agent, rel: &str) -> Value {
+    let path = agent.store.join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Poll `probe` every 100 ms for up to `secs` seconds; panics with `what`, the last value seen
+/// and the agent's log.
+fn wait_for<T>(
+    agent: &Agent,
+    secs: u64,
+    what: &str,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match probe() {
+            Ok(value) => return value,
+            Err(last) if Instant::now() > deadline => {
+                panic!(
+                    "timed out waiting for {what}; last seen: {last}\n--- agent log ---\n{}",
+                    agent.log()
+                )
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Start the agent, expect it to exit non-zero on its own, and return its log.
+fn refused_start(agent: &mut Agent) -> String {
+    agent.spawn();
+    let code = agent.wait_exit(Duration::from_secs(30));
+    let log = agent.log();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "the agent should have refused to start (exit {code:?}):\n{log}"
+    );
+    log
+}
+
+/// The IPv4 address of an ADD result.
+fn v4_of(call: &CniCall) -> std::net::Ipv4Addr {
+    (call.stdout["ips"].as_array().into_iter().flatten())
+        .filter_map(|ip| ip["address"].as_str()?.split('/').next()?.parse().ok())
+        .next()
+        .unwrap_or_else(|| panic!("no IPv4 address in {}", call.stdout))
+}
+
+/// The path of a store document.
+fn store_path(agent: &Agent, rel: &str) -> PathBuf {
+    Path::new(&agent.store).join(rel)
+}
