@@ -286,6 +286,9 @@ impl Daemon {
             daemon.sync(snapshot).await;
         }
         info!("shutting down; pinned datapath and endpoint records stay for the next start");
+        if let Some(store) = &kube {
+            store.close();
+        }
         if let Err(error) = daemon.store.flush().await {
             warn!(%error, "final CiliumNode write");
         }

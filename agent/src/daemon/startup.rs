@@ -105,10 +105,17 @@ async fn open_store(
             let client = crate::k8s::connect(kubeconfig.as_deref(), Some(metrics.kube.clone()))
                 .await
                 .map_err(fail)?;
-            discovery::ensure_cilium_node(&client, &opts.node_name, early.ipam, &early.node_seed)
-                .await
-                .map_err(fail)?;
-            let store = KubeStore::open(client, &opts.node_name, early.node_update_rate);
+            let seeded = discovery::ensure_cilium_node(
+                &client,
+                &opts.node_name,
+                early.ipam,
+                &early.node_seed,
+            )
+            .await
+            .map_err(fail)?;
+            // auto-create-cilium-node-resource: create it again if it is deleted.
+            let seeded = early.node_seed.auto_create.then_some(seeded);
+            let store = KubeStore::open(client, &opts.node_name, early.node_update_rate, seeded);
             info!("Waiting until all pre-existing resources have been received");
             store.wait_synced().await.map_err(DaemonError::K8s)?;
             Ok(NodeStore::Kube(store))

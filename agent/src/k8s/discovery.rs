@@ -2,6 +2,7 @@
 //! seeds (see [`super::seed`]), as Cilium's agent does before IPAM starts. Waits (and says what
 //! for) while the v1.Node is missing, while the API server is unreachable, or while someone else
 //! has to create the CiliumNode; fails at once when the service account lacks a permission.
+//! What it leaves is the template [`super::recreate`] creates the CiliumNode again from.
 
 use std::time::Duration;
 
@@ -19,13 +20,14 @@ use crate::{config::NodeSeedConfig, crd::node::CiliumNode, ipam::mode::IpamMode}
 
 /// Where discovery stands after one attempt.
 enum Step {
-    /// The CiliumNode exists and is seeded.
-    Done,
+    /// The CiliumNode exists and is seeded: the object as it now stands.
+    Done(Value),
     /// Not possible yet; the text says why.
     Wait(String),
 }
 
-/// Ensure the CiliumNode `node_name` exists and is seeded; retries until it is.
+/// Ensure the CiliumNode `node_name` exists and is seeded; retries until it is. Returns the
+/// object as it then stands.
 ///
 /// # Errors
 /// A permission is missing, the custom CNI configuration is unreadable, or the node cannot be
@@ -35,12 +37,12 @@ pub async fn ensure_cilium_node(
     node_name: &str,
     mode: IpamMode,
     config: &NodeSeedConfig,
-) -> Result<(), K8sError> {
+) -> Result<Value, K8sError> {
     let custom = read_custom(config)?;
     let mut delay = Duration::from_millis(200);
     loop {
         match attempt(client, node_name, mode, config, &custom).await {
-            Ok(Step::Done) => return Ok(()),
+            Ok(Step::Done(doc)) => return Ok(doc),
             Ok(Step::Wait(reason)) => info!(node = node_name, "{reason}"),
             Err(error) if error.is_transient() => {
                 warn!(error = %crate::daemon::chain(&error), node = node_name, "node discovery; retrying");
@@ -96,9 +98,9 @@ async fn attempt(
                 .create(&PostParams::default(), &Resource::CiliumNode.object(doc)?)
                 .await
             {
-                Ok(_) => {
+                Ok(created) => {
                     info!(node = node_name, "created CiliumNode");
-                    Ok(Step::Done)
+                    Ok(Step::Done(to_json(&created)))
                 }
                 // Someone created it meanwhile: seed it on the next attempt.
                 Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(Step::Wait(
@@ -110,17 +112,18 @@ async fn attempt(
         Some(current) => {
             let mut doc = to_json(&current);
             if !seed::apply(&mut doc, &seed) {
-                return Ok(Step::Done);
+                return Ok(Step::Done(doc));
             }
-            api.replace(
-                node_name,
-                &PostParams::default(),
-                &Resource::CiliumNode.object(doc)?,
-            )
-            .await
-            .map_err(|e| K8sError::from_api("update", "ciliumnodes", e))?;
+            let seeded = api
+                .replace(
+                    node_name,
+                    &PostParams::default(),
+                    &Resource::CiliumNode.object(doc)?,
+                )
+                .await
+                .map_err(|e| K8sError::from_api("update", "ciliumnodes", e))?;
             info!(node = node_name, "seeded CiliumNode");
-            Ok(Step::Done)
+            Ok(Step::Done(to_json(&seeded)))
         }
     }
 }

@@ -1,7 +1,8 @@
 //! How watch events become the Kubernetes store's snapshot: each object is decoded as far as the
 //! snapshot keeps it (a CiliumEndpoint down to its [`EndpointSummary`]), a re-list is buffered
 //! until it is complete and then replaces what the watch delivered before, and an object that
-//! does not decode keeps its last good version and is reported.
+//! does not decode keeps its last good version and is reported. The own CiliumNode going away
+//! (deleted, or missing from a re-list) is flagged for [`super::recreate`].
 
 use std::{
     collections::{BTreeSet, VecDeque},
@@ -41,6 +42,9 @@ pub(super) struct Builder {
     pub(super) synced: BTreeSet<Watch>,
     /// Recent raw versions of the own CiliumNode by resourceVersion, newest last.
     pub(super) versions: VecDeque<(String, Value)>,
+    /// The own CiliumNode went away (deleted, or missing from a re-list); taken by the watch
+    /// loop, which asks for it to be created again.
+    pub(super) own_gone: bool,
     /// Problems already turned into an Event (so each is reported once).
     reported: BTreeSet<String>,
 }
@@ -79,6 +83,9 @@ pub(super) fn fold(
             return false;
         }
         Event::InitDone => {
+            if watch == Watch::OwnNode && !buffer.iter().any(|r| r.name == node_name) {
+                builder.own_gone = true;
+            }
             clear(&mut builder.snapshot, watch, node_name);
             for received in buffer.drain(..) {
                 install(builder, node_name, watch, received, reports);
@@ -91,7 +98,11 @@ pub(super) fn fold(
             apply(builder, node_name, watch, &to_json(&object), false, reports);
         }
         Event::Delete(object) => {
-            apply(builder, node_name, watch, &to_json(&object), true, reports);
+            let doc = to_json(&object);
+            if watch == Watch::OwnNode && meta(&doc, "name") == node_name {
+                builder.own_gone = true;
+            }
+            apply(builder, node_name, watch, &doc, true, reports);
         }
     }
     true
@@ -303,6 +314,34 @@ mod tests {
         assert_eq!(b.versions.len(), 2, "both raw versions are write bases");
         apply(&mut b, "n1", Watch::OwnNode, &good, false, &mut reports);
         assert!(b.snapshot.problems.is_empty());
+    }
+
+    fn object(doc: &Value) -> DynamicObject {
+        serde_json::from_value(doc.clone()).expect("a DynamicObject")
+    }
+
+    #[test]
+    fn the_own_node_going_away_is_flagged() {
+        let mut b = Builder::default();
+        let (mut buffer, mut reports) = (Vec::new(), Vec::new());
+        let own = json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+            "metadata": {"name": "n1", "resourceVersion": "1"}});
+        let mut fold = |b: &mut Builder, watch, event| {
+            fold("n1", b, watch, event, &mut buffer, &mut reports);
+        };
+        fold(&mut b, Watch::OwnNode, Event::Init);
+        fold(&mut b, Watch::OwnNode, Event::InitApply(object(&own)));
+        fold(&mut b, Watch::OwnNode, Event::InitDone);
+        assert!(!b.own_gone, "listed");
+        fold(&mut b, Watch::Nodes, Event::Delete(object(&own)));
+        assert!(!b.own_gone, "the other nodes' watch does not speak for it");
+        fold(&mut b, Watch::OwnNode, Event::Delete(object(&own)));
+        assert!(b.own_gone, "deleted");
+        assert!(!b.snapshot.nodes.contains_key("n1"));
+        b.own_gone = false;
+        fold(&mut b, Watch::OwnNode, Event::Init);
+        fold(&mut b, Watch::OwnNode, Event::InitDone);
+        assert!(b.own_gone, "missing from a re-list");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The Kubernetes side of the agent, and the only module that imports kube: the client (from a
 //! kubeconfig or the in-cluster service account), the resources weft reads and writes, node
 //! discovery (the own CiliumNode is created and seeded from the v1.Node), the store that turns
-//! watches into snapshots, and the one task that writes the CiliumNode back.
+//! watches into snapshots, the one task that writes the CiliumNode back, and the one that
+//! creates it again when it is deleted while the agent runs.
 //!
 //! Objects travel as `DynamicObject`s and are decoded into the wire types of `crate::crd`
 //! (which keep every field weft does not model), so nothing here depends on generated Go-shaped
@@ -11,6 +12,7 @@ pub mod discovery;
 pub mod endpoints;
 mod events;
 mod fold;
+mod recreate;
 pub mod seed;
 mod store;
 mod writer;

@@ -6,10 +6,14 @@
 //! any watch is fatal: the agent cannot work without the permission and says which one.
 //!
 //! Events are folded into the snapshot by [`super::fold`]; writes go through one task
-//! ([`super::writer`]); this file owns the watches and the shared state.
+//! ([`super::writer`]); a CiliumNode deleted while the agent runs is created again by
+//! [`super::recreate`]; this file owns the watches and the shared state.
 
 use std::{
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -29,7 +33,7 @@ use tracing::warn;
 use super::{
     K8sError, Resource,
     fold::{self, Builder},
-    writer,
+    recreate, writer,
 };
 use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
 
@@ -56,6 +60,10 @@ pub(super) struct Inner {
     pub(super) writing: tokio::sync::Mutex<()>,
     pub(super) debounce: Duration,
     pub(super) stats: WriteStats,
+    /// The own CiliumNode is gone (watch or a 404): [`super::recreate`] creates it again.
+    pub(super) gone: Notify,
+    /// The agent is shutting down: the CiliumNode is never created again.
+    pub(super) closing: AtomicBool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -123,9 +131,16 @@ impl Watch {
 
 impl KubeStore {
     /// Start the watches and the writer on the current runtime; returns at once (see
-    /// [`KubeStore::wait_synced`]).
+    /// [`KubeStore::wait_synced`]). `seeded` is the own CiliumNode as node discovery left it:
+    /// with it, a CiliumNode deleted while the agent runs is created again from the newest
+    /// version seen (`auto-create-cilium-node-resource`); without it, someone else must.
     #[must_use]
-    pub fn open(client: Client, node_name: &str, debounce: Duration) -> Self {
+    pub fn open(
+        client: Client,
+        node_name: &str,
+        debounce: Duration,
+        seeded: Option<Value>,
+    ) -> Self {
         let (snapshots, _) = watch::channel(Arc::new(Snapshot {
             node_name: node_name.to_owned(),
             ..Snapshot::default()
@@ -141,7 +156,13 @@ impl KubeStore {
             writing: tokio::sync::Mutex::new(()),
             debounce,
             stats: WriteStats::default(),
+            gone: Notify::new(),
+            closing: AtomicBool::new(false),
         });
+        if let Some(doc) = seeded {
+            inner.remember(&doc);
+            tokio::spawn(recreate::run(Arc::clone(&inner)));
+        }
         for watch in Watch::ALL {
             let api = watch.resource().all(&inner.client);
             let stream = watcher::watcher(api, watch.config(node_name)).default_backoff();
@@ -196,6 +217,11 @@ impl KubeStore {
     pub fn stats(&self) -> &WriteStats {
         &self.inner.stats
     }
+
+    /// The agent is shutting down: from now on a deleted CiliumNode stays deleted.
+    pub fn close(&self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Store for KubeStore {
@@ -244,6 +270,19 @@ impl Inner {
     pub(super) fn remember(&self, doc: &Value) {
         fold::remember(&mut lock(&self.state), doc);
     }
+
+    /// The own CiliumNode is gone (its watch says so, or a request answered 404): have it
+    /// created again, unless the agent is shutting down.
+    pub(super) fn node_gone(&self) {
+        if !self.closing() {
+            self.gone.notify_one();
+        }
+    }
+
+    /// Whether the agent is shutting down.
+    pub(super) fn closing(&self) -> bool {
+        self.closing.load(Ordering::SeqCst)
+    }
 }
 
 async fn watch_loop(
@@ -277,6 +316,11 @@ async fn watch_loop(
                         &mut buffer,
                         &mut reports,
                     );
+                    let gone = std::mem::take(&mut builder.own_gone);
+                    drop(builder);
+                    if gone {
+                        inner.node_gone();
+                    }
                 }
                 Err(error) => {
                     if let Some(fatal) = refused(resource, &error) {

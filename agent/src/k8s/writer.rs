@@ -8,7 +8,9 @@
 //! CIDRs — changed it otherwise; the agent recomputes from the newer object, which its watch
 //! delivers). A 409 re-reads and retries; any other failure keeps the write queued, so no
 //! `used` entry is ever dropped. A field that does not decode (another writer broke it) is
-//! never overwritten: a part that covers it is held back until it is fixed.
+//! never overwritten: a part that covers it is held back until it is fixed. A 404 means the
+//! CiliumNode was deleted: [`super::recreate`] is asked to create it again, and the write
+//! stays queued for the object it creates.
 
 use std::time::Duration;
 
@@ -145,7 +147,7 @@ async fn write_once(inner: &Inner, write: &NodeWrite, base: &str) -> Result<bool
                 } else {
                     "ciliumnodes"
                 };
-                return Err(K8sError::from_api("update", resource, error));
+                return Err(failed(inner, "update", resource, error));
             }
         }
     }
@@ -201,10 +203,19 @@ async fn get(inner: &Inner) -> Result<Value, K8sError> {
         .all(&inner.client)
         .get(&inner.node_name)
         .await
-        .map_err(|e| K8sError::from_api("get", "ciliumnodes", e))?;
+        .map_err(|e| failed(inner, "get", "ciliumnodes", e))?;
     let doc = to_json(&object);
     inner.remember(&doc);
     Ok(doc)
+}
+
+/// Classify a failed request; a 404 (the CiliumNode was deleted) also asks for it to be
+/// created again.
+fn failed(inner: &Inner, verb: &'static str, resource: &str, error: kube::Error) -> K8sError {
+    if super::status_code(&error) == Some(404) {
+        inner.node_gone();
+    }
+    K8sError::from_api(verb, resource, error)
 }
 
 #[cfg(test)]
