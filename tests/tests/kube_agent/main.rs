@@ -7,6 +7,7 @@
 mod faults;
 mod lifecycle;
 mod metrics;
+mod operator;
 mod reliability;
 mod restarts;
 mod two_nodes;
