@@ -7,6 +7,7 @@
 //! is tested in `tests/operator`.
 
 mod cluster_pool;
+mod multi_pool;
 
 use std::{
     collections::BTreeSet,
@@ -114,6 +115,12 @@ impl Lan {
         op
     }
 
+    /// Start `op` again (stopped or killed before), next to the API server.
+    pub(super) fn respawn(&self, op: &mut Operator) {
+        let _in = ThreadNetNs::enter(&self.bridge.path());
+        op.spawn();
+    }
+
     /// A metric of `op` (its listener is in the bridge's namespace).
     pub(super) fn metric(&self, op: &Operator, series: &str) -> Option<f64> {
         let _in = ThreadNetNs::enter(&self.bridge.path());
@@ -200,6 +207,29 @@ pub(super) fn operator_error(node: &Value) -> String {
 /// `spec.ipam.podCIDRs` of a CiliumNode.
 pub(super) fn pod_cidrs(node: &Value) -> Vec<String> {
     strings(&node["spec"]["ipam"]["podCIDRs"])
+}
+
+/// The CIDRs of `pool` in `spec.ipam.pools.allocated` of a CiliumNode.
+pub(super) fn allocated(node: &Value, pool: &str) -> Vec<IpNet> {
+    node["spec"]["ipam"]["pools"]["allocated"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["pool"] == pool)
+        .flat_map(|e| strings(&e["cidrs"]))
+        .map(|c| c.parse().unwrap_or_else(|e| panic!("allocated {c}: {e}")))
+        .collect()
+}
+
+/// The IPv4 addresses `pool` asks for in `spec.ipam.pools.requested` of a CiliumNode.
+pub(super) fn requested(node: &Value, pool: &str) -> u64 {
+    node["spec"]["ipam"]["pools"]["requested"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["pool"] == pool)
+        .and_then(|e| e["needed"]["ipv4-addrs"].as_u64())
+        .unwrap_or(0)
 }
 
 fn strings(value: &Value) -> Vec<String> {
