@@ -40,6 +40,25 @@ fn error(version: &str, code: u32, msg: impl Into<String>, details: impl Into<St
     Response::Error(CniError::new(version, code, msg, details))
 }
 
+/// The answer to an ADD whose allocation failed: "try again later" while the node waits for
+/// addresses, otherwise an IPAM failure naming the pod and the node.
+fn allocation_failed(version: &str, owner: &str, node: &str, e: &IpamError) -> Response {
+    match e {
+        IpamError::NotReady { reason } => error(
+            version,
+            code::TRY_AGAIN_LATER,
+            "IPAM pool not ready yet",
+            reason.clone(),
+        ),
+        e => error(
+            version,
+            code::IPAM_FAILED,
+            format!("unable to allocate an address for {owner} on node {node}"),
+            e.to_string(),
+        ),
+    }
+}
+
 impl Daemon {
     pub(super) async fn add(&self, pod: &PodRequest) -> Response {
         let v = pod.cni_version.as_str();
@@ -107,19 +126,13 @@ impl Daemon {
         };
         let allocated = match self.allocate(&mut state, &owner, &snapshot, &pools) {
             Ok(a) => a,
-            Err(IpamError::NotReady { reason }) => {
-                return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", reason);
-            }
             Err(e) => {
-                return error(
-                    v,
-                    code::IPAM_FAILED,
-                    format!(
-                        "unable to allocate an address for {owner} on node {}",
-                        self.opts.node_name
-                    ),
-                    e.to_string(),
-                );
+                // The failed attempt left a pending allocation (multi-pool): write the demand
+                // now, or a quiet node never asks for the block the pod waits for (Cilium
+                // triggers the CiliumNode update on every attempt, failed or not).
+                drop(state);
+                self.request_write().await;
+                return allocation_failed(v, &owner, &self.opts.node_name, &e);
             }
         };
         if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {

@@ -304,3 +304,69 @@ fn an_invalid_field_from_another_writer_is_reported_and_never_rewritten() {
     assert_eq!(node["spec"]["ipam"]["pools"]["allocated"], broken);
     assert!(agent.running(), "{}", agent.log());
 }
+
+/// An ADD that finds no block of its pool leaves a pending demand, and the agent writes it to
+/// `requested` at once (Cilium triggers the CiliumNode update on every allocation attempt),
+/// not at some later, unrelated write: otherwise the pod waits for ever on a quiet node.
+#[test]
+fn a_pod_waiting_for_a_block_of_its_pool_is_requested_at_once() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-g", "", None);
+    cluster.add_pool("default", "10.99.0.0/16", 27);
+    cluster.add_pool("blue", "10.98.0.0/16", 27);
+    let mut agent = cluster.agent(
+        "node-g",
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8",
+        ],
+    );
+    agent.spawn();
+    wait_for("the CiliumNode", Duration::from_secs(20), || {
+        cluster
+            .cilium_node("node-g")
+            .map(|_| ())
+            .ok_or_else(|| "absent".into())
+    });
+    cluster.operator_edit("node-g", |n| {
+        n["spec"]["ipam"]["pools"]["allocated"] =
+            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
+    });
+    agent.wait_ready(Duration::from_secs(30));
+    // Let the writes of the start-up (the router's address) land: the node is quiet.
+    std::thread::sleep(DEBOUNCE * 3);
+
+    cluster.emu.put(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "b", "namespace": "default",
+            "annotations": {"ipam.cilium.io/ip-pool": "blue"}},
+        "spec": {"nodeName": "node-g", "containers": [{"name": "c", "image": "busybox"}]},
+    }));
+    let netns = weft_tests::NamedNetNs::new();
+    let call = agent.cni(
+        "ADD",
+        "ctr-b",
+        &netns.path().display().to_string(),
+        ("default", "b"),
+    );
+    assert_eq!(
+        call.stdout["code"], 11,
+        "no block of blue yet: {}",
+        call.stdout
+    );
+    wait_for("requested to ask for blue", DEBOUNCE * 5, || {
+        let node = cluster.cilium_node("node-g").ok_or("no CiliumNode")?;
+        let requested = &node["spec"]["ipam"]["pools"]["requested"];
+        requested
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["pool"] == "blue" && r["needed"]["ipv4-addrs"].as_u64() >= Some(1))
+            .then_some(())
+            .ok_or_else(|| requested.to_string())
+    });
+}

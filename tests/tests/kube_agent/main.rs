@@ -7,6 +7,7 @@
 mod faults;
 mod lifecycle;
 mod metrics;
+mod operator;
 mod recreate;
 mod reliability;
 mod restarts;

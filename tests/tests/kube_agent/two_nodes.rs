@@ -14,7 +14,7 @@ use weft_tests::{
 use super::{Cluster, add, del, ping, wait_for};
 
 /// A node namespace that forwards IPv4 (as Kubernetes nodes do).
-fn node_ns() -> NamedNetNs {
+pub(super) fn node_ns() -> NamedNetNs {
     let ns = NamedNetNs::new();
     run(ns.command("ip").args(["link", "set", "lo", "up"]));
     run(ns.command("sysctl").args(["-qw", "net.ipv4.ip_forward=1"]));
