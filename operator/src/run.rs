@@ -76,23 +76,28 @@ fn identity() -> String {
 }
 
 /// The pool resource to watch: `v2` where it is served (weft's CRD), else `v2alpha1`
-/// (Cilium's CRD, where v2 is not served).
+/// (Cilium's CRD, where v2 is not served). Only a 404 means "not served": other failures are
+/// retried, because reading v2 pools through v2alpha1 would lose their `reservedRanges`.
 async fn pool_resource(client: &Client) -> Resource {
-    match Resource::CiliumPodIpPoolV2
-        .all(client)
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-    {
-        Ok(_) => Resource::CiliumPodIpPoolV2,
-        Err(e) if status_code(&e) == Some(404) => {
-            info!(
-                "cilium.io/v2 CiliumPodIPPool is not served; using v2alpha1 (reservedRanges need weft's CRD)"
-            );
-            Resource::CiliumPodIpPool
-        }
-        Err(error) => {
-            warn!(%error, "probing cilium.io/v2 CiliumPodIPPool failed; using v2alpha1");
-            Resource::CiliumPodIpPool
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match Resource::CiliumPodIpPoolV2
+            .all(client)
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => return Resource::CiliumPodIpPoolV2,
+            Err(e) if status_code(&e) == Some(404) => {
+                info!(
+                    "cilium.io/v2 CiliumPodIPPool is not served; using v2alpha1 (reservedRanges need weft's CRD)"
+                );
+                return Resource::CiliumPodIpPool;
+            }
+            Err(error) => {
+                warn!(%error, "probing cilium.io/v2 CiliumPodIPPool failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
         }
     }
 }
