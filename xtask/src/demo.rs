@@ -2,9 +2,13 @@
 //! namespace plays the node: `weft-agent run` serves IPAM from a copy of `examples/store/` and
 //! wires pods into the eBPF datapath, and `weft-cni` is called for three pods exactly as a
 //! container runtime calls it. The pods ping each other, then the CiliumNode the agent wrote
-//! back, the endpoints, the counters and bpftool's map dump are shown. Every command is echoed
-//! (`+ cmd`) before it runs, so the output doubles as a transcript of how to drive weft by hand.
-//! Everything is torn down afterwards, also when a step fails, unless `--keep` is given.
+//! back, the endpoints, the counters and bpftool's map dump are shown. Then pool `venus`, whose
+//! blocks hold two addresses each, gets three pods: the agent asks for more addresses and the
+//! operator's allocator, which runs in-process on the store, carves a second block (the
+//! CiliumNode's `spec.ipam.pools.allocated` is printed before and after). Every command is
+//! echoed (`+ cmd`) before it runs, so the output doubles as a transcript of how to drive weft
+//! by hand. Everything is torn down afterwards, also when a step fails, unless `--keep` is
+//! given.
 
 use std::{
     ffi::OsStr,
@@ -44,6 +48,35 @@ const PODS: [Pod; 3] = [
     Pod("default", "db"),
     Pod("mars", "rover"),
 ];
+
+/// Pods of pool `venus` (podSelector `app: venus`), added after the first three.
+const VENUS_PODS: [Pod; 3] = [
+    Pod("default", "venus-1"),
+    Pod("default", "venus-2"),
+    Pod("default", "venus-3"),
+];
+
+/// Pool `venus`, written into the demo's store: /30 and /126 blocks of two usable addresses.
+const VENUS_POOL: &str = "apiVersion: cilium.io/v2alpha1
+kind: CiliumPodIPPool
+metadata:
+  name: venus
+spec:
+  ipv4:
+    cidrs: [10.202.0.0/24]
+    maskSize: 30
+  ipv6:
+    cidrs: [fd00:202::/112]
+    maskSize: 126
+  podSelector:
+    matchLabels:
+      app: venus
+";
+
+/// The first IPv4 block of pool `venus` (its pre-allocation asks for one address).
+const VENUS_FIRST_BLOCK: &str = "10.202.0.0/30";
+/// The second IPv4 block of pool `venus` (the allocator carves blocks in order).
+const VENUS_SECOND_BLOCK: &str = "10.202.0.4/30";
 
 #[derive(Debug)]
 struct Pod(&'static str, &'static str);
@@ -136,6 +169,17 @@ fn run_demo(created: &mut Created) -> Result<()> {
     let (example, store) = (workspace_root().join("examples/store"), path("store"));
     run::echo_run(Command::new("cp").arg("-r").arg(example).arg(&store))?;
     println!("+ find {} -type f | sort", store.display());
+    println!(
+        "+ cat > {}/ciliumpodippools/venus.yaml  # and pods/default/venus-{{1,2,3}}.yaml",
+        store.display()
+    );
+    fs::write(store.join("ciliumpodippools/venus.yaml"), VENUS_POOL)?;
+    for pod in &VENUS_PODS {
+        fs::write(
+            store.join(format!("pods/{}/{}.yaml", pod.0, pod.1)),
+            pod_doc(pod),
+        )?;
+    }
     let found = run::output(Command::new("find").arg(&store).args(["-type", "f"]))?;
     let mut files: Vec<&str> = found.lines().collect();
     files.sort_unstable();
@@ -152,6 +196,12 @@ fn run_demo(created: &mut Created) -> Result<()> {
     })?;
     let (sock, took) = (socket.display(), took.as_secs_f64());
     println!("the agent serves {sock} after {took:.1} s");
+    let node = store.join("ciliumnodes/node1.yaml");
+    let took = wait(20, "pool venus's first block", || {
+        Ok(fs::read_to_string(&node)?.contains(VENUS_FIRST_BLOCK))
+    })?;
+    let took = took.as_secs_f64();
+    println!("the in-process allocator carved venus its first block after {took:.1} s more");
 
     section("add the pods as a container runtime does: a network namespace, then weft-cni ADD");
     println!("stdin of every weft-cni call, {DIR}/weft.conf:\n{NETCONF}\n");
@@ -160,7 +210,7 @@ fn run_demo(created: &mut Created) -> Result<()> {
         created.netns.push(pod);
         run::echo_run(&mut ip_netns("add", pod))?;
         created.added.push(pod);
-        let result: Value = serde_json::from_str(&cni("ADD", pod)?)?;
+        let result: Value = serde_json::from_str(&cni_retrying(pod)?)?;
         let cidrs = json_strs(&result["ips"], "address");
         let mut ips: Vec<&str> = cidrs.filter_map(|cidr| cidr.split('/').next()).collect();
         ips.sort_by_key(|ip| ip.contains(':'));
@@ -189,11 +239,80 @@ fn run_demo(created: &mut Created) -> Result<()> {
     let (node, ipam) = (node.display(), ipam.join("\n"));
     println!("spec.ipam of {node}:\n{head}\n{ipam}");
 
+    grow_venus(created, &store)?;
+
     section("what the datapath knows");
     run::echo_run(&mut cmd(bin("weft-agent"), ["bpf", "endpoint", "list"]))?;
     run::echo_run(&mut cmd(bin("weft-agent"), ["bpf", "counters"]))?;
     let map = format!("{PIN_DIR}/weft_eps_v1");
     run::echo_run(&mut cmd("bpftool", ["map", "dump", "pinned", &map]))
+}
+
+/// Pool `venus` grows by a block when its pods need one: the in-process allocator answers the
+/// agent's `requested`.
+fn grow_venus(created: &mut Created, store: &Path) -> Result<()> {
+    section("pool venus grows by a block when its pods need it (the allocator runs in-process)");
+    let node = store.join("ciliumnodes/node1.yaml");
+    let before = fs::read_to_string(&node)?;
+    println!("spec.ipam.pools.allocated before (venus: one block of 2 addresses per family):");
+    println!("{}\n", allocated_section(&before));
+    for pod in &VENUS_PODS {
+        created.netns.push(pod);
+        run::echo_run(&mut ip_netns("add", pod))?;
+        created.added.push(pod);
+        let result: Value = serde_json::from_str(&cni_retrying(pod)?)?;
+        let cidrs = json_strs(&result["ips"], "address");
+        let mut ips: Vec<&str> = cidrs.filter_map(|cidr| cidr.split('/').next()).collect();
+        ips.sort_by_key(|ip| ip.contains(':'));
+        let (name, owner, pools) = (pod.1, pod.owner(), pools_of(pod)?);
+        println!("{name} ({owner}): {} from pool {pools}\n", ips.join(", "));
+    }
+    wait(20, "the second venus block", || {
+        Ok(fs::read_to_string(&node)?.contains(VENUS_SECOND_BLOCK))
+    })?;
+    let after = fs::read_to_string(&node)?;
+    println!("spec.ipam.pools.allocated after (venus: a second block, carved as its pods asked):");
+    println!("{}", allocated_section(&after));
+    Ok(())
+}
+
+/// The `allocated:` list under `spec.ipam.pools` of a CiliumNode's YAML text.
+fn allocated_section(text: &str) -> String {
+    let mut lines = text
+        .lines()
+        .skip_while(|line| line.trim_end() != "      allocated:");
+    let head = lines.next().unwrap_or("(no spec.ipam.pools.allocated)");
+    let body = lines.take_while(|line| line.starts_with("      -") || line.starts_with("        "));
+    std::iter::once(head)
+        .chain(body)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A Pod document for `pod`, labelled `app: venus`.
+fn pod_doc(pod: &Pod) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {}\n  namespace: {}\n  labels:\n    \
+         app: venus\nspec:\n  nodeName: node1\n",
+        pod.1, pod.0
+    )
+}
+
+/// ADD as a runtime does, retried while the agent answers "try again later" (11) or "pool
+/// exhausted" (100: its next block is on the way), as kubelet retries a sandbox.
+fn cni_retrying(pod: &Pod) -> Result<String> {
+    let start = Instant::now();
+    loop {
+        match cni("ADD", pod) {
+            Ok(out) => return Ok(out),
+            Err(err) if start.elapsed() < Duration::from_secs(20) => {
+                let err = format!("{err:#}");
+                println!("({}; retrying in 0.5 s as a runtime would)", err.trim_end());
+                sleep(Duration::from_millis(500));
+            }
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 fn section(title: &str) {
@@ -262,7 +381,10 @@ fn start_agent(store: &Path) -> Result<u32> {
     agent.arg("--socket").arg(path("weft.sock"));
     agent.arg("--delete-queue-dir").arg(path("delete-queue"));
     agent.args(["--ipam", "multi-pool", "--enable-ipv6", "true"]);
-    agent.args(["--ipam-multi-pool-pre-allocation", "default=8,mars=4"]);
+    agent.args([
+        "--ipam-multi-pool-pre-allocation",
+        "default=8,mars=4,venus=1",
+    ]);
     agent.args(["--ipam-cilium-node-update-rate", "2s"]);
     let log = path("agent.log");
     println!("+ {} 2>{} &", run::display(&agent), log.display());
@@ -320,7 +442,8 @@ fn cni(verb: &str, pod: &Pod) -> Result<String> {
 
 /// Removes what an earlier `--keep` (or interrupted) demo left: pods, agent and directory.
 fn remove_stale() -> Result<()> {
-    let netns: Vec<&'static Pod> = PODS.iter().filter(|p| p.netns_path().exists()).collect();
+    let all = PODS.iter().chain(&VENUS_PODS);
+    let netns: Vec<&'static Pod> = all.filter(|p| p.netns_path().exists()).collect();
     let dir = Path::new(DIR).exists();
     if netns.is_empty() && !dir {
         return Ok(());

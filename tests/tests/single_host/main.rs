@@ -94,8 +94,7 @@ fn refused_start(agent: &mut Agent) -> String {
 /// The IPv4 address of an ADD result.
 fn v4_of(call: &CniCall) -> std::net::Ipv4Addr {
     (call.stdout["ips"].as_array().into_iter().flatten())
-        .filter_map(|ip| ip["address"].as_str()?.split('/').next()?.parse().ok())
-        .next()
+        .find_map(|ip| ip["address"].as_str()?.split('/').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no IPv4 address in {}", call.stdout))
 }
 

@@ -1,6 +1,8 @@
-//! 8. The in-process operator on the store: it answers `requested` at once, the agent's
-//! `spec.ipam.pools` computed from an older read is held back instead of taking the
-//! operator's block away, a write from the newest read goes through, and the two settle.
+//! 8. The in-process operator.
+//!
+//! On the store it answers `requested` at once; the agent's `spec.ipam.pools` computed from an
+//! older read is held back instead of taking the operator's block away; a write from the newest
+//! read goes through, and the two settle.
 
 #[allow(clippy::wildcard_imports, reason = "shared test harness")]
 use super::*;

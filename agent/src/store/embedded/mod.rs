@@ -475,7 +475,7 @@ fn operate(inner: &Inner) {
         match docs::write_atomic(&path, &doc) {
             Ok(()) => info!(path = %path.display(), "in-process allocator wrote CiliumNode"),
             Err(error) => {
-                warn!(%error, "in-process allocator: writing CiliumNode; retried on the next change")
+                warn!(%error, "in-process allocator: writing CiliumNode; retried on the next change");
             }
         }
     }
