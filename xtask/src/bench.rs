@@ -42,6 +42,10 @@ pub enum BenchTarget {
     /// `weft-agent`'s RSS at idle, with 110 pods and with 100k IPCache entries fed through the
     /// Kubernetes API emulator (`weft-tests` binary `bench-memory`).
     Memory,
+    /// `weft-operator` handing out blocks to 1000 CiliumNodes created at once (cluster-pool and
+    /// multi-pool), then 100 deleted and 100 added, through the Kubernetes API emulator
+    /// (`weft-tests` binary `bench-operator`).
+    Operator,
 }
 
 impl BenchTarget {
@@ -53,13 +57,18 @@ impl BenchTarget {
             Self::Masq => ("weft-tests", "bench-masq"),
             Self::Runtime => ("weft-tests", "bench-runtime"),
             Self::Memory => ("weft-tests", "bench-memory"),
+            Self::Operator => ("weft-tests", "bench-operator"),
         }
     }
 
-    /// Whether the benchmark runs the release `weft-agent` and `weft-cni` binaries, which
-    /// `cargo run -p weft-tests` does not build.
-    pub fn needs_agent_binaries(self) -> bool {
-        matches!(self, Self::Runtime | Self::Memory)
+    /// The package whose release binaries the benchmark runs (`weft-agent`: `weft-agent` and
+    /// `weft-cni`), which `cargo run -p weft-tests` does not build.
+    pub fn needs_binaries_of(self) -> Option<&'static str> {
+        match self {
+            Self::Runtime | Self::Memory => Some("weft-agent"),
+            Self::Operator => Some("weft-operator"),
+            Self::Datapath | Self::Ipam | Self::Masq => None,
+        }
     }
 }
 
@@ -67,12 +76,12 @@ impl BenchTarget {
 pub fn bench(args: &BenchArgs) -> Result<()> {
     setup::setup()?;
     let (package, bin) = args.target.package_and_bin();
-    if args.target.needs_agent_binaries() {
+    if let Some(binaries) = args.target.needs_binaries_of() {
         run::echo_run(Command::new("cargo").current_dir(workspace_root()).args([
             "build",
             "--release",
             "-p",
-            "weft-agent",
+            binaries,
             "--bins",
         ]))?;
     }

@@ -6,6 +6,7 @@ pub mod ipam;
 pub mod masq;
 pub mod memory;
 pub mod net;
+pub mod operator;
 pub mod prog;
 pub mod runtime;
 
