@@ -61,12 +61,12 @@ impl BenchTarget {
         }
     }
 
-    /// The package whose release binaries the benchmark runs (`weft-agent`: `weft-agent` and
-    /// `weft-cni`), which `cargo run -p weft-tests` does not build.
-    pub fn needs_binaries_of(self) -> Option<&'static str> {
+    /// The package and the release binaries of it the benchmark runs, which `cargo run -p
+    /// weft-tests` does not build.
+    pub fn needs_binaries(self) -> Option<(&'static str, &'static [&'static str])> {
         match self {
-            Self::Runtime | Self::Memory => Some("weft-agent"),
-            Self::Operator => Some("weft-operator"),
+            Self::Runtime | Self::Memory => Some(("weft-agent", &["weft-agent", "weft-cni"])),
+            Self::Operator => Some(("weft-operator", &["weft-operator"])),
             Self::Datapath | Self::Ipam | Self::Masq => None,
         }
     }
@@ -76,14 +76,23 @@ impl BenchTarget {
 pub fn bench(args: &BenchArgs) -> Result<()> {
     setup::setup()?;
     let (package, bin) = args.target.package_and_bin();
-    if let Some(binaries) = args.target.needs_binaries_of() {
-        run::echo_run(Command::new("cargo").current_dir(workspace_root()).args([
+    if let Some((needed, binaries)) = args.target.needs_binaries() {
+        // One invocation with the benchmark's package, so that the dependencies the two share
+        // are built with one feature set, which the `cargo run` below finds fresh (built alone,
+        // the binaries' package unifies features differently, and each run rebuilt them).
+        let mut build = Command::new("cargo");
+        build.current_dir(workspace_root()).args([
             "build",
             "--release",
             "-p",
-            binaries,
-            "--bins",
-        ]))?;
+            needed,
+            "-p",
+            package,
+        ]);
+        for name in binaries.iter().chain([&bin]) {
+            build.args(["--bin", name]);
+        }
+        run::echo_run(&mut build)?;
     }
     // A literal `--` may reach us as the first passthrough argument; cargo adds its own.
     let passthrough = match args.args.split_first() {

@@ -6,6 +6,7 @@
 
 mod bench;
 mod demo;
+mod demo_cluster;
 mod demo_containerd;
 mod fuzz;
 mod gen_crds;
@@ -49,6 +50,13 @@ enum Command {
     ///
     /// Must run as root. Every command is echoed before it runs. Nothing of the host changes.
     DemoContainerd,
+    /// Run setup, build the release agent, operator and the API server emulator, and run a
+    /// two-node cluster in network namespaces: the operator hands out multi-pool blocks, pods on
+    /// both nodes in two pools ping each other, kubectl shows the CiliumNodes.
+    ///
+    /// The API server is weft's Kubernetes API emulator, not a real one. Must run as root.
+    /// Every command is echoed before it runs.
+    DemoCluster(demo_cluster::DemoClusterArgs),
     /// Run setup, then a benchmark in release mode.
     Bench(bench::BenchArgs),
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
@@ -68,6 +76,7 @@ fn main() -> ExitCode {
         Command::Test(args) => test::test(&args),
         Command::Demo(args) => demo::demo(&args),
         Command::DemoContainerd => demo_containerd::demo_containerd(),
+        Command::DemoCluster(args) => demo_cluster::demo_cluster(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
         Command::Fuzz(args) => fuzz::fuzz(&args),
