@@ -19,7 +19,12 @@ mod http;
 mod phase;
 mod report;
 
-use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeSet,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    path::PathBuf,
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result, ensure};
 use ipnet::IpNet;
@@ -101,12 +106,16 @@ fn v1_node(i: usize) -> Value {
 
 /// What a perfect operator writes for node `i` (the floor's writes).
 fn ideal_patch(i: usize, mode: Mode, cluster: IpNet) -> Value {
+    // The i-th block of `range`: its network plus i blocks.
     let block = |range: IpNet, mask: u8| -> String {
-        range
-            .subnets(mask)
-            .ok()
-            .and_then(|mut s| s.nth(i))
-            .map(|c| c.to_string())
+        let offset = u128::try_from(i).unwrap_or(0) << (range.max_prefix_len() - mask);
+        let addr = match range.network() {
+            IpAddr::V4(a) => u32::try_from(u128::from(u32::from(a)) + offset)
+                .map_or(IpAddr::V4(a), |a| IpAddr::V4(Ipv4Addr::from(a))),
+            IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) + offset)),
+        };
+        IpNet::new(addr, mask)
+            .map(|n| n.to_string())
             .unwrap_or_default()
     };
     match mode {

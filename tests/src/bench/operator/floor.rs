@@ -34,17 +34,16 @@ fn median(mut runs: Vec<Duration>) -> Duration {
     runs[runs.len() / 2]
 }
 
-/// `nodes` merge PATCHes (`patch(i)` for node `i`) from [`WRITERS`] keep-alive connections.
-fn write_all(emu: &Emulator, nodes: usize, patch: &(impl Fn(usize) -> Value + Sync)) -> Result<()> {
+/// One merge PATCH per node (`bodies[i]` for node `i`) from [`WRITERS`] keep-alive connections.
+fn write_all(emu: &Emulator, bodies: &[Vec<u8>]) -> Result<()> {
     std::thread::scope(|scope| -> Result<()> {
         let workers: Vec<_> = (0..WRITERS)
             .map(|w| {
                 scope.spawn(move || -> Result<()> {
                     let mut conn = Conn::open(emu)?;
-                    for i in (w..nodes).step_by(WRITERS) {
-                        let body = serde_json::to_vec(&patch(i))?;
+                    for (i, body) in bodies.iter().enumerate().skip(w).step_by(WRITERS) {
                         let url = format!("{PATH}/node-{i}");
-                        let (code, answer) = conn.request("PATCH", &url, Some(&body))?;
+                        let (code, answer) = conn.request("PATCH", &url, Some(body))?;
                         ensure!(
                             code == 200,
                             "PATCH node-{i} answered {code}: {}",
@@ -74,9 +73,12 @@ const PATH: &str = "/apis/cilium.io/v2/ciliumnodes";
 pub fn measure(
     nodes: usize,
     create: impl Fn(&Emulator, usize),
-    patch: impl Fn(usize) -> Value + Sync,
+    patch: impl Fn(usize) -> Value,
     served: impl Fn(&Value) -> bool,
 ) -> Result<Floor> {
+    let bodies: Vec<Vec<u8>> = (0..nodes)
+        .map(|i| serde_json::to_vec(&patch(i)))
+        .collect::<Result<_, _>>()?;
     let (mut listed, mut written) = (Vec::new(), Vec::new());
     for _ in 0..TRIALS {
         let emu = Emulator::start();
@@ -97,7 +99,7 @@ pub fn measure(
         for i in 0..nodes {
             create(&emu, i);
         }
-        write_all(&emu, nodes, &patch)?;
+        write_all(&emu, &bodies)?;
         written.push(started.elapsed());
         let unserved = emu
             .list("ciliumnodes")
