@@ -411,45 +411,8 @@ fn parse_tags(value: &str) -> Option<BTreeMap<String, String>> {
         .collect()
 }
 
-fn parse_bool(v: &str) -> Option<bool> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Some(true),
-        "false" | "0" | "no" => Some(false),
-        _ => None,
-    }
-}
-
-/// Go-style durations: `15s`, `500ms`, `1m`, `1h`, `1m30s`, `0`.
-#[must_use]
-pub fn parse_duration(v: &str) -> Option<Duration> {
-    if v == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = v;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += Duration::try_from_secs_f64(number * scale).ok()?;
-        rest = &rest[unit_len..];
-    }
-    Some(total)
-}
+/// Go-style booleans and durations, as the operator reads them too.
+pub use weft_k8s::config_values::{parse_bool, parse_duration};
 
 #[cfg(test)]
 mod tests {
