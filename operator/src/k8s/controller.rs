@@ -108,7 +108,7 @@ impl Loop {
 
     /// One collection pass: delete CiliumNodes whose Node was missing last time too.
     fn collect_garbage(&mut self) {
-        let mut m = lock(&self.manager);
+        let m = lock(&self.manager);
         let missing: BTreeSet<String> = m
             .node_names()
             .filter(|n| !self.node_names.contains(*n))
@@ -116,10 +116,9 @@ impl Loop {
             .collect();
         for name in missing.intersection(&self.gc_candidates) {
             info!(node = %name, "CiliumNode has no Node for two collection passes; deleting it");
+            // Its blocks are released when the CiliumNode's deletion is seen, not before: until
+            // then the object still lists them.
             let _ = self.writes.send(Op::Delete(name.clone()));
-            for write in m.delete(name) {
-                let _ = self.writes.send(Op::Write(write));
-            }
         }
         self.gc_candidates = missing.difference(&self.gc_candidates).cloned().collect();
     }
@@ -165,11 +164,11 @@ impl Loop {
                 self.node_names.remove(name);
                 if m.node_names().any(|n| n == name) {
                     info!(node = %name, "Node deleted; deleting its CiliumNode");
+                    // The blocks go back when the CiliumNode's deletion is seen (as in Cilium),
+                    // so no other node is given one while the old object still lists it.
                     let _ = self.writes.send(Op::Delete(name.to_owned()));
-                    m.delete(name)
-                } else {
-                    Vec::new()
                 }
+                Vec::new()
             }
         }
     }
