@@ -382,3 +382,22 @@ pub fn test_run_repeat(
     out.truncate(result.data_size_out as usize);
     (result.return_value, out, result.duration)
 }
+
+/// Poll `check` until it holds or `timeout` passes (every 50 ms); the panic shows `what` and the
+/// last state `check` reported.
+pub fn wait_for(
+    what: &str,
+    timeout: std::time::Duration,
+    mut check: impl FnMut() -> Result<(), String>,
+) {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut last = String::new();
+    while std::time::Instant::now() < deadline {
+        match check() {
+            Ok(()) => return,
+            Err(state) => last = state,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}; last state: {last}");
+}

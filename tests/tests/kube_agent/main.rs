@@ -13,10 +13,7 @@ mod reliability;
 mod restarts;
 mod two_nodes;
 
-use std::{
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{path::PathBuf, time::Duration};
 
 use serde_json::{Value, json};
 pub(crate) use weft_tests::agent::{Pod, add, del, ips_of, ping};
@@ -127,23 +124,7 @@ impl Drop for Cluster {
     }
 }
 
-/// Poll `check` until it holds or `timeout` passes; the panic shows `what` and the last state.
-pub(crate) fn wait_for(
-    what: &str,
-    timeout: Duration,
-    mut check: impl FnMut() -> Result<(), String>,
-) {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match check() {
-            Ok(()) => return,
-            Err(state) => last = state,
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out after {timeout:?} waiting for {what}; last state: {last}");
-}
+pub(crate) use weft_tests::wait_for;
 
 /// `spec.ipam.pool` with `count` addresses from `10.88.0.10` up (what a CRD-mode operator
 /// hands a node).

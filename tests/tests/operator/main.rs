@@ -9,11 +9,7 @@ mod ha;
 mod kubectl;
 mod multi_pool;
 
-use std::{
-    collections::BTreeMap,
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, path::PathBuf};
 
 use serde_json::{Value, json};
 use weft_tests::{kube::Emulator, operator::Operator, unique};
@@ -107,20 +103,4 @@ impl Drop for Cluster {
     }
 }
 
-/// Poll `check` until it holds or `timeout` passes; the panic shows `what` and the last state.
-pub(crate) fn wait_for(
-    what: &str,
-    timeout: Duration,
-    mut check: impl FnMut() -> Result<(), String>,
-) {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match check() {
-            Ok(()) => return,
-            Err(state) => last = state,
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {timeout:?} waiting for {what}; last state: {last}");
-}
+pub(crate) use weft_tests::wait_for;
