@@ -15,7 +15,9 @@
 //! - [`metrics`], [`http`]: `/metrics` and `/healthz`.
 //! - [`run`]: the composition root.
 
+pub mod azure;
 pub mod cli;
+pub mod cloud;
 pub mod config;
 pub mod http;
 pub mod ipam;

@@ -11,6 +11,7 @@
 )]
 
 pub mod agent;
+pub mod azure;
 pub mod bench;
 pub mod containerd;
 pub mod crds;
