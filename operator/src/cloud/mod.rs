@@ -1,3 +1,146 @@
 //! The node manager for cloud allocators (Cilium's `operator/pkg/ipam/nodemanager`): keeps
-//! `pre-allocate` addresses free on every node through a cloud API, shared by Azure and a
-//! future ENI allocator.
+//! `pre-allocate` addresses free on every node through a cloud API. Azure is the first
+//! [`CloudProvider`]; ENI is meant to be the second, so nothing here names Azure.
+//!
+//! - [`needed`]: the deficit and excess formulas and the per-node settings (pure).
+//! - [`view`]: what is read of a CiliumNode (pure).
+//! - [`node`]: one node's state between rounds (pure).
+//! - [`manager`]: the asynchronous part — per-node pool maintainers, the periodic resync, the
+//!   CiliumNode writes.
+
+pub mod manager;
+pub mod needed;
+pub mod node;
+pub mod view;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+/// A node as the manager hands it to the provider.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeRef<'a> {
+    /// The CiliumNode.
+    pub name: &'a str,
+    /// `spec.instance-id`.
+    pub instance_id: &'a str,
+    /// `spec.azure.interface-name` (empty: any interface).
+    pub interface_name: &'a str,
+}
+
+/// Addresses a node holds in the cloud: address → the resource (NIC ID) it is on.
+pub type Available = BTreeMap<String, String>;
+
+/// What a node's interfaces can still take (Cilium's `InterfaceStats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterfaceStats {
+    /// Addresses the node can hold in all.
+    pub node_capacity: u64,
+    /// Interfaces that can take another address.
+    pub remaining_interfaces: u64,
+}
+
+/// Where and how many addresses the next round may add (Cilium's `AllocationAction`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllocationAction {
+    /// The interface to add to (empty: none can take one).
+    pub interface_id: String,
+    /// The subnet to take them from (Cilium's pool ID).
+    pub pool_id: String,
+    /// Addresses the interface and subnet can take now.
+    pub available_for_allocation: u64,
+    /// Addresses this round may add at most (set by the manager).
+    pub max_to_allocate: u64,
+    /// Interfaces that can take an address.
+    pub interface_candidates: u64,
+    /// Interfaces that could still be created (0 on Azure).
+    pub empty_interface_slots: u64,
+}
+
+/// Addresses to give back in one call (weft's `--azure-release-excess-ips`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReleaseAction {
+    /// The interface they are on.
+    pub interface_id: String,
+    /// Its subnet.
+    pub pool_id: String,
+    /// The addresses.
+    pub ips: Vec<String>,
+}
+
+/// The outcome of a per-instance sync that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceSyncError<E: std::error::Error + 'static> {
+    /// The cloud answered that the instance does not exist.
+    #[error("instance not found")]
+    NotFound(#[source] E),
+    /// Anything else (the instance may exist).
+    #[error(transparent)]
+    Failed(E),
+}
+
+/// A cloud's view of instances and its operations on one node (Cilium's
+/// `AllocationImplementation` and `NodeOperations` in one). Reads come from the provider's
+/// cache; the `async` calls go to the cloud.
+pub trait CloudProvider: Send + Sync + 'static {
+    /// The provider's error (its `Display` is what `operator-status` shows).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Re-read every instance from the cloud.
+    fn resync(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Re-read one instance.
+    fn instance_sync(
+        &self,
+        instance_id: &str,
+    ) -> impl Future<Output = Result<(), InstanceSyncError<Self::Error>>> + Send;
+    /// Whether the cache holds the instance.
+    fn has_instance(&self, instance_id: &str) -> bool;
+    /// Forget an instance (its CiliumNode is gone).
+    fn delete_instance(&self, instance_id: &str);
+    /// Free addresses per subnet.
+    fn pool_quota(&self) -> BTreeMap<String, u64>;
+    /// Addresses a node may hold at most when `max-allocate` is unset.
+    fn max_allocatable(&self) -> u64;
+    /// What `pre-allocate` is set to when the node leaves it at 0.
+    fn min_allocatable(&self) -> u64;
+    /// The node's addresses and capacity, from the cache.
+    ///
+    /// # Errors
+    /// The instance is not in the cache.
+    fn resync_interfaces(
+        &self,
+        node: NodeRef<'_>,
+    ) -> Result<(Available, InterfaceStats), Self::Error>;
+    /// Where the next addresses would go.
+    ///
+    /// # Errors
+    /// The instance is not in the cache.
+    fn prepare_allocation(&self, node: NodeRef<'_>) -> Result<AllocationAction, Self::Error>;
+    /// Add `action.available_for_allocation` addresses.
+    fn allocate(
+        &self,
+        node: NodeRef<'_>,
+        action: &AllocationAction,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Assign a static public IP chosen by `tags`; returns the address.
+    fn allocate_static_ip(
+        &self,
+        node: NodeRef<'_>,
+        tags: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<String, Self::Error>> + Send;
+    /// Which of the node's free addresses (never one in `used`) to release, at most `excess`.
+    fn prepare_release(
+        &self,
+        node: NodeRef<'_>,
+        excess: u64,
+        used: &BTreeSet<String>,
+    ) -> ReleaseAction;
+    /// Remove the addresses of `action` from their interface.
+    fn release(
+        &self,
+        node: NodeRef<'_>,
+        action: &ReleaseAction,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// The provider's part of the node's status (e.g. `{"azure": {"interfaces": [...]}}`).
+    fn status(&self, node: NodeRef<'_>) -> Value;
+}

@@ -38,6 +38,17 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub enum Op {
     /// Change parts of a CiliumNode.
     Write(Write),
+    /// Merge patches of a CiliumNode built by the cloud manager (`spec` through the object,
+    /// `status` through `/status`); a newer patch queued before the write is composed onto
+    /// the older one.
+    Patch {
+        /// The CiliumNode.
+        node: String,
+        /// Patch of the object (`spec.ipam.pool`, `spec.ipam.pre-allocate`).
+        spec: Option<Value>,
+        /// Patch of the status (`status.azure`, `status.ipam.*` the operator owns).
+        status: Option<Value>,
+    },
     /// Delete a CiliumNode (its Node is gone).
     Delete(String),
     /// Post a Warning Event about an object (a pool the operator refuses); best effort.
@@ -55,7 +66,30 @@ pub enum Op {
 struct Pending {
     spec: Option<SpecPart>,
     error: Option<String>,
+    spec_patch: Option<Value>,
+    status_patch: Option<Value>,
     delete: bool,
+}
+
+/// `b` composed onto `a`: applying the result is applying `a`, then `b` (RFC 7386).
+#[must_use]
+pub fn compose_patches(a: Option<Value>, b: Option<Value>) -> Option<Value> {
+    match (a, b) {
+        (Some(Value::Object(mut a)), Some(Value::Object(b))) => {
+            for (key, value) in b {
+                let merged = match (a.remove(&key), value) {
+                    (Some(old @ Value::Object(_)), new @ Value::Object(_)) => {
+                        compose_patches(Some(old), Some(new))
+                    }
+                    (_, new) => Some(new),
+                };
+                a.insert(key, merged.unwrap_or(Value::Null));
+            }
+            Some(Value::Object(a))
+        }
+        (a, None) => a,
+        (_, b) => b,
+    }
 }
 
 impl Pending {
@@ -68,6 +102,10 @@ impl Pending {
                 if w.error.is_some() {
                     self.error = w.error;
                 }
+            }
+            Op::Patch { spec, status, .. } => {
+                self.spec_patch = compose_patches(self.spec_patch.take(), spec);
+                self.status_patch = compose_patches(self.status_patch.take(), status);
             }
             Op::Delete(_) => self.delete = true,
             Op::Event { .. } => {}
@@ -163,6 +201,41 @@ async fn carry_out(
             }
         }
     }
+    if let Some(patch) = p.spec_patch.take() {
+        match api.patch(&name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                metrics
+                    .writes
+                    .get_or_create(&PartLabels { part: "spec" })
+                    .inc();
+            }
+            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
+            Err(error) => {
+                warn!(node = %name, %error, "writing CiliumNode spec failed; will retry");
+                p.spec_patch = Some(patch);
+                return (name, Done::Retry(p));
+            }
+        }
+    }
+    if let Some(patch) = p.status_patch.take() {
+        match api
+            .patch_status(&name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                metrics
+                    .writes
+                    .get_or_create(&PartLabels { part: "status" })
+                    .inc();
+            }
+            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
+            Err(error) => {
+                warn!(node = %name, %error, "writing CiliumNode status failed; will retry");
+                p.status_patch = Some(patch);
+                return (name, Done::Retry(p));
+            }
+        }
+    }
     if let Some(error_text) = p.error.take() {
         match api
             .patch_status(&name, &params, &Patch::Merge(status_patch(&error_text)))
@@ -189,7 +262,7 @@ async fn carry_out(
 fn queue(client: &Client, pending: &mut BTreeMap<String, Pending>, op: Op) {
     let name = match op {
         Op::Write(ref w) => w.node.clone(),
-        Op::Delete(ref n) => n.clone(),
+        Op::Patch { ref node, .. } | Op::Delete(ref node) => node.clone(),
         Op::Event {
             object,
             reason,
@@ -268,6 +341,9 @@ pub async fn run(client: Client, mut ops: mpsc::UnboundedReceiver<Op>, metrics: 
                     if let Some(newer) = pending.remove(&name) {
                         if newer.spec.is_some() { failed.spec = newer.spec; }
                         if newer.error.is_some() { failed.error = newer.error; }
+                        failed.spec_patch = compose_patches(failed.spec_patch, newer.spec_patch);
+                        failed.status_patch =
+                            compose_patches(failed.status_patch, newer.status_patch);
                         failed.delete |= newer.delete;
                     }
                     pending.insert(name, failed);
@@ -302,6 +378,27 @@ mod tests {
         assert_eq!(
             spec_patch(&SpecPart::PoolsAllocated(Vec::new())),
             json!({"spec": {"ipam": {"pools": {"allocated": null}}}})
+        );
+        assert_eq!(
+            compose_patches(
+                Some(
+                    json!({"spec": {"ipam": {"pool": {"10.0.0.1": {"resource": "a"}, "10.0.0.2": null}}}})
+                ),
+                Some(
+                    json!({"spec": {"ipam": {"pool": {"10.0.0.2": {"resource": "a"}}, "pre-allocate": 8}}})
+                ),
+            ),
+            Some(
+                json!({"spec": {"ipam": {"pool": {"10.0.0.1": {"resource": "a"}, "10.0.0.2": {"resource": "a"}}, "pre-allocate": 8}}})
+            )
+        );
+        assert_eq!(
+            compose_patches(Some(json!({"a": {"b": 1}})), Some(json!({"a": null}))),
+            Some(json!({"a": null}))
+        );
+        assert_eq!(
+            compose_patches(None, Some(json!({"a": 1}))),
+            Some(json!({"a": 1}))
         );
         assert_eq!(
             status_patch(""),

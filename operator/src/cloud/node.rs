@@ -1,0 +1,234 @@
+//! One node's state between pool-maintainer rounds (Cilium's `nodemanager.Node` fields and
+//! its `recalculate`, `allocationNeeded`, `releaseNeeded`): what the cloud shows the node
+//! holds, what it lacks, and what blocks the next round. Pure: the manager feeds it the
+//! provider's answers and clock readings.
+
+use std::{net::IpAddr, time::Instant};
+
+use super::{
+    Available, InterfaceStats,
+    needed::{Watermarks, excess, needed},
+    view::CloudNodeView,
+};
+
+/// One node's state.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    /// The latest CiliumNode.
+    pub view: CloudNodeView,
+    /// Addresses the cloud shows on the node's interfaces.
+    pub available: Available,
+    /// What the interfaces can still take.
+    pub stats: InterfaceStats,
+    /// Addresses the node lacks.
+    pub needed: i64,
+    /// Addresses beyond the watermarks.
+    pub excess: i64,
+    /// A pool-maintainer round is queued.
+    pub waiting_for_maintenance: bool,
+    /// A round changed the cloud at this time: no further round until a sync newer than it.
+    pub resync_needed: Option<Instant>,
+    /// The static IP the provider assigned (else the one in the node's status).
+    pub assigned_static_ip: String,
+    /// Why the last round or recalculation failed (`operator-status.error`; empty: none).
+    pub error: String,
+    /// The instance was missing from the cache at the last recalculation.
+    pub instance_missing: bool,
+    /// A recovery sync was fired for the current missing episode.
+    pub instance_sync_retriggered: bool,
+}
+
+impl NodeState {
+    /// A node first seen as `view`.
+    #[must_use]
+    pub fn new(view: CloudNodeView) -> Self {
+        Self {
+            assigned_static_ip: view.assigned_static_ip.clone(),
+            view,
+            available: Available::new(),
+            stats: InterfaceStats::default(),
+            needed: 0,
+            excess: 0,
+            waiting_for_maintenance: false,
+            resync_needed: None,
+            error: String::new(),
+            instance_missing: false,
+            instance_sync_retriggered: false,
+        }
+    }
+
+    /// The node's watermark settings; `limit` is the provider's maximum.
+    #[must_use]
+    pub fn watermarks(&self, limit: u64) -> Watermarks {
+        let v = &self.view;
+        Watermarks::from_spec(
+            v.pre_allocate,
+            v.min_allocate,
+            v.max_allocate,
+            v.max_above_watermark,
+            i64::try_from(limit).unwrap_or(i64::MAX),
+        )
+    }
+
+    /// Addresses in use (`status.ipam.used`).
+    #[must_use]
+    pub fn used(&self) -> i64 {
+        i64::try_from(self.view.used.len()).unwrap_or(i64::MAX)
+    }
+
+    /// Take the provider's view of the node (`Err`: the instance is not in the cache; nothing
+    /// is needed or excess until it is).
+    pub fn recalculate(&mut self, cloud: Result<(Available, InterfaceStats), String>, limit: u64) {
+        let Ok((available, stats)) = cloud else {
+            self.instance_missing = true;
+            self.needed = 0;
+            self.excess = 0;
+            return;
+        };
+        self.available = available;
+        self.stats = stats;
+        self.instance_missing = false;
+        self.instance_sync_retriggered = false;
+        let avail = i64::try_from(self.available.len()).unwrap_or(i64::MAX);
+        let w = self.watermarks(limit);
+        self.needed = needed(avail, self.used(), &w);
+        self.excess = excess(avail, self.used(), &w);
+        if self.assigned_static_ip.is_empty() {
+            self.assigned_static_ip
+                .clone_from(&self.view.assigned_static_ip);
+        }
+    }
+
+    /// Cilium's `GetNeededAddresses`: the deficit, or minus the excess when releasing.
+    #[must_use]
+    pub fn needed_addresses(&self, release_excess: bool) -> i64 {
+        if self.needed > 0 {
+            self.needed
+        } else if release_excess && self.excess > 0 {
+            -self.excess
+        } else {
+            0
+        }
+    }
+
+    /// Static-IP tags are set and no address is assigned yet (a legacy resource-ID value is
+    /// not an address and is resolved again).
+    #[must_use]
+    pub fn static_ip_needed(&self) -> bool {
+        !self.view.static_ip_tags.is_empty() && self.assigned_static_ip.parse::<IpAddr>().is_err()
+    }
+
+    /// Whether a round would allocate something.
+    #[must_use]
+    pub fn allocation_needed(&self) -> bool {
+        !self.waiting_for_maintenance
+            && self.resync_needed.is_none()
+            && (self.static_ip_needed() || self.needed > 0)
+    }
+
+    /// Whether a round would release something (or answer the agent's release answers).
+    #[must_use]
+    pub fn release_needed(&self, release_excess: bool) -> bool {
+        let answered = self
+            .view
+            .release_ips
+            .values()
+            .any(|s| s == "ready-for-release" || s == "do-not-release");
+        (release_excess
+            && !self.waiting_for_maintenance
+            && self.resync_needed.is_none()
+            && self.excess > 0)
+            || (release_excess && answered)
+    }
+
+    /// A sync that started at `sync_time` finished: a round older than it no longer blocks.
+    pub fn update_last_resync(&mut self, sync_time: Instant) {
+        if self.resync_needed.is_some_and(|t| sync_time > t) {
+            self.resync_needed = None;
+        }
+    }
+
+    /// Free addresses on the node (`available - used`, at least 0).
+    #[must_use]
+    pub fn free(&self) -> i64 {
+        (i64::try_from(self.available.len()).unwrap_or(i64::MAX) - self.used()).max(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn state(pre: i64, used: usize, avail: usize) -> NodeState {
+        let mut view = CloudNodeView {
+            name: "n".into(),
+            pre_allocate: pre,
+            ..CloudNodeView::default()
+        };
+        view.used = (0..used).map(|i| format!("10.0.0.{i}")).collect();
+        let mut s = NodeState::new(view);
+        let available = (0..avail)
+            .map(|i| (format!("10.0.0.{i}"), "/nic".to_owned()))
+            .collect();
+        s.recalculate(Ok((available, InterfaceStats::default())), 256);
+        s
+    }
+
+    #[test]
+    fn recalculate_sets_deficit_with_the_default_pre_allocation() {
+        let s = state(0, 0, 0);
+        assert_eq!((s.needed, s.excess), (8, 0));
+        assert!(s.allocation_needed());
+        let s = state(0, 3, 8);
+        assert_eq!(s.needed, 3);
+        let s = state(4, 0, 10);
+        assert_eq!((s.needed, s.excess), (0, 6));
+        assert_eq!(s.needed_addresses(false), 0);
+        assert_eq!(s.needed_addresses(true), -6);
+        assert!(!s.release_needed(false));
+        assert!(s.release_needed(true));
+    }
+
+    #[test]
+    fn a_round_blocks_further_rounds_until_a_newer_sync() {
+        let mut s = state(0, 0, 0);
+        let round = Instant::now();
+        s.resync_needed = Some(round);
+        assert!(!s.allocation_needed());
+        s.update_last_resync(round);
+        assert!(
+            !s.allocation_needed(),
+            "a sync started with the round is not newer"
+        );
+        s.update_last_resync(round + Duration::from_millis(1));
+        assert!(s.allocation_needed());
+    }
+
+    #[test]
+    fn a_missing_instance_needs_nothing() {
+        let mut s = state(0, 0, 0);
+        s.recalculate(Err("instance does not exist".into()), 256);
+        assert!(s.instance_missing);
+        assert_eq!(s.needed, 0);
+        assert!(!s.allocation_needed());
+    }
+
+    #[test]
+    fn static_ip_is_needed_until_an_address_is_assigned() {
+        let mut s = state(8, 0, 8);
+        assert!(!s.allocation_needed());
+        s.view.static_ip_tags.insert("env".into(), "prod".into());
+        assert!(s.static_ip_needed() && s.allocation_needed());
+        s.assigned_static_ip =
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/publicIPPrefixes/p"
+                .into();
+        assert!(
+            s.static_ip_needed(),
+            "a legacy resource ID is resolved again"
+        );
+        s.assigned_static_ip = "20.1.2.3".into();
+        assert!(!s.static_ip_needed());
+    }
+}
