@@ -11,7 +11,7 @@ use clap::Parser;
 #[derive(Debug, Clone, Default, Parser)]
 #[command(name = "weft-operator", version)]
 pub struct Cli {
-    /// IPAM mode: `cluster-pool` (default) or `multi-pool`.
+    /// IPAM mode: `cluster-pool` (default), `multi-pool` or `azure`.
     #[arg(long)]
     pub ipam: Option<String>,
     /// Cluster CIDRs node blocks are carved from (IPv4); repeat or separate by commas.
@@ -69,4 +69,34 @@ pub struct Cli {
     /// Interval of the CiliumNode garbage collection (default 5m0s; 0 disables it).
     #[arg(long)]
     pub nodes_gc_interval: Option<String>,
+    /// Azure subscription of the nodes (default: the operator's VM's, from IMDS).
+    #[arg(long)]
+    pub azure_subscription_id: Option<String>,
+    /// Resource group of the nodes' VMs or VMSSes (default: the operator's VM's, from IMDS).
+    #[arg(long)]
+    pub azure_resource_group: Option<String>,
+    /// Client ID (a UUID) of the user-assigned managed identity to authenticate with.
+    #[arg(long)]
+    pub azure_user_assigned_identity_id: Option<String>,
+    /// Hand out the NICs' primary addresses to pods too (default false).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub azure_use_primary_address: Option<String>,
+    /// Azure Resource Manager URL (default: the cloud's, from IMDS `azEnvironment`).
+    #[arg(long)]
+    pub azure_arm_endpoint: Option<String>,
+    /// Instance Metadata Service URL (default `http://169.254.169.254`).
+    #[arg(long)]
+    pub azure_imds_endpoint: Option<String>,
+    /// Release addresses beyond a node's watermarks (default false, as Cilium never does).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub azure_release_excess_ips: Option<String>,
+    /// Cloud API requests per second (default 4.0).
+    #[arg(long)]
+    pub limit_ipam_api_qps: Option<String>,
+    /// Cloud API requests allowed in a burst (default 20).
+    #[arg(long)]
+    pub limit_ipam_api_burst: Option<String>,
+    /// Nodes whose addresses are resolved at once (default 50).
+    #[arg(long)]
+    pub parallel_alloc_workers: Option<String>,
 }

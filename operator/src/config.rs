@@ -37,8 +37,8 @@ pub enum ConfigError {
     },
     /// The IPAM mode is not one the operator serves.
     #[error(
-        "ipam: {0:?} is not served by weft-operator; use cluster-pool or multi-pool (other modes \
-         need no operator or come later)"
+        "ipam: {0:?} is not served by weft-operator; use cluster-pool, multi-pool or azure (other \
+         modes need no operator or come later)"
     )]
     Mode(String),
     /// An `--auto-create-cilium-pod-ip-pools` entry is malformed.
@@ -75,6 +75,8 @@ pub enum IpamMode {
     ClusterPool,
     /// Per-node blocks of CiliumPodIPPools (`spec.ipam.pools.allocated`).
     MultiPool,
+    /// Addresses on the nodes' Azure NICs (`spec.ipam.pool`), through Azure Resource Manager.
+    Azure,
 }
 
 /// Leader-election timing (client-go's and Cilium's defaults: 15s / 10s / 2s).
@@ -89,7 +91,7 @@ pub struct LeaderTiming {
 }
 
 /// Everything the operator runs with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[expect(
     clippy::struct_excessive_bools,
     reason = "mirrors Cilium's boolean flags"
@@ -119,6 +121,8 @@ pub struct OperatorConfig {
     pub lease_namespace: String,
     /// `nodes-gc-interval` (zero: off).
     pub nodes_gc_interval: Duration,
+    /// The Azure settings (read in every mode, used in `azure`).
+    pub azure: AzureConfig,
 }
 
 /// One setting: the flag's value, else the config key's.
@@ -244,6 +248,7 @@ impl OperatorConfig {
         let ipam = match l.get("ipam", cli.ipam.as_deref()).as_deref() {
             None | Some("cluster-pool") => IpamMode::ClusterPool,
             Some("multi-pool") => IpamMode::MultiPool,
+            Some("azure") => IpamMode::Azure,
             Some(other) => return Err(ConfigError::Mode(other.to_owned())),
         };
         let enable_ipv4 = l.bool("enable-ipv4", cli.enable_ipv4.as_deref(), true)?;
@@ -317,6 +322,7 @@ impl OperatorConfig {
                 cli.nodes_gc_interval.as_deref(),
                 Duration::from_mins(5),
             )?,
+            azure: AzureConfig::resolve(&l, cli)?,
         })
     }
 }
@@ -416,5 +422,8 @@ pub fn parse_auto_create(entry: &str) -> Result<(String, PoolSpec), ConfigError>
     Ok((name.to_owned(), spec))
 }
 
+mod azure;
 #[cfg(test)]
 mod tests;
+
+pub use self::azure::{AzureConfig, DEFAULT_IMDS_ENDPOINT};

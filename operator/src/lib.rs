@@ -7,6 +7,7 @@
 //! single-host mode uses the pure allocator cores in [`ipam`].
 //!
 //! - [`ipam`]: the pure allocator cores (no IO).
+//! - [`cloud`], [`azure`]: the node manager for cloud allocators and Azure IPAM behind it.
 //! - [`node`], [`manager`]: what the operator reads of a CiliumNode and the node manager that
 //!   drives an [`manager::Allocator`] (pure).
 //! - [`config`], [`cli`]: flags and cilium-config keys.
@@ -27,3 +28,17 @@ pub mod manager;
 pub mod metrics;
 pub mod node;
 pub mod run;
+
+/// An error and its causes on one line (`outer: cause: root cause`), for logs and for the
+/// `operator-status` a user reads.
+#[must_use]
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

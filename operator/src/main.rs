@@ -27,13 +27,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let mut text = format!("weft-operator: {error}");
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                text.push_str(": ");
-                text.push_str(&cause.to_string());
-                source = cause.source();
-            }
+            let text = format!("weft-operator: {}", weft_operator::chain(&error));
             tracing::error!("{text}");
             eprintln!("{text}");
             ExitCode::FAILURE

@@ -12,7 +12,10 @@ use prometheus_client::{
 };
 use weft_k8s::api_metrics::KubeApiMetrics;
 
+pub use self::cloud::{CloudMetrics, CloudObserver};
 use crate::manager::NodeManager;
+
+mod cloud;
 
 /// Prefix of every metric name.
 pub const PREFIX: &str = "weft_operator";
@@ -58,6 +61,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// The Kubernetes API calls.
     pub kube: KubeApiMetrics,
+    /// The cloud node manager (`--ipam azure`).
+    pub cloud: CloudMetrics,
+    /// The ARM calls.
+    pub azure: crate::azure::api::ApiMetrics,
 }
 
 /// `part` of `ciliumnode_writes_total`.
@@ -117,6 +124,8 @@ impl Metrics {
             self.leader.clone(),
         );
         self.kube.register(&mut registry);
+        self.cloud.register(&mut registry);
+        self.azure.register(&mut registry);
         registry
     }
 

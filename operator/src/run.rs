@@ -24,9 +24,13 @@ use crate::{
     http::{self, ListenError},
     ipam::clusterpool::ClusterPoolError,
     k8s::{OperatorK8sError, controller, pools, writer},
+    cloud::{
+        CloudProvider,
+        manager::{CloudManager, NodePatch, Settings},
+    },
     leader::Elector,
     manager::{Allocator, ClusterPoolAllocator, MultiPoolAllocator, NodeManager},
-    metrics::Metrics,
+    metrics::{CloudObserver, Metrics},
 };
 
 /// How long the writer may take to finish queued writes at shutdown.
@@ -57,6 +61,12 @@ pub enum RunError {
     /// one, restarted) takes over cleanly.
     #[error("leader election lost")]
     LeadershipLost,
+    /// Azure IPAM could not be set up (settings, IMDS, credentials).
+    #[error(transparent)]
+    Azure(#[from] crate::azure::setup::SetupError),
+    /// The cloud node manager could not start (its first resync failed).
+    #[error(transparent)]
+    Cloud(Box<dyn std::error::Error + Send + Sync>),
 }
 
 fn identity() -> String {
@@ -114,16 +124,21 @@ async fn signalled() {
     }
 }
 
-/// `/healthz`, and `/metrics` with `--enable-metrics`.
+/// `/healthz`, and `/metrics` with `--enable-metrics` (the block modes' gauges are set from
+/// `manager` before each scrape; the cloud manager sets its own after each pass).
 async fn serve_http(
     config: &OperatorConfig,
     metrics: &Metrics,
-    manager: &controller::SharedManager,
+    manager: Option<&controller::SharedManager>,
 ) -> Result<(), ListenError> {
     http::serve(config.api_addr, "--operator-api-serve-addr", None).await?;
     if config.enable_metrics {
-        let (m, shared) = (metrics.clone(), Arc::clone(manager));
-        let refresh: http::Refresh = Arc::new(move || m.observe(&controller::lock(&shared)));
+        let (m, shared) = (metrics.clone(), manager.map(Arc::clone));
+        let refresh: http::Refresh = Arc::new(move || {
+            if let Some(shared) = &shared {
+                m.observe(&controller::lock(shared));
+            }
+        });
         http::serve(
             config.prometheus_addr,
             "--operator-prometheus-serve-addr",
@@ -188,15 +203,30 @@ async fn pools_for(
     Ok(Some(resource))
 }
 
-/// The mode's allocator, built from the configuration.
-fn allocator(config: &OperatorConfig) -> Result<Box<dyn Allocator>, RunError> {
-    Ok(match config.ipam {
+/// The block mode's allocator, built from the configuration (`None`: a cloud mode, which
+/// runs the cloud node manager instead).
+fn allocator(config: &OperatorConfig) -> Result<Option<Box<dyn Allocator>>, RunError> {
+    Ok(Some(match config.ipam {
         IpamMode::ClusterPool => Box::new(ClusterPoolAllocator::new(&config.cluster_pool)?),
         IpamMode::MultiPool => Box::new(MultiPoolAllocator::new(
             config.enable_ipv4,
             config.enable_ipv6,
         )),
-    })
+        IpamMode::Azure => return Ok(None),
+    }))
+}
+
+/// What the leader runs once elected: the event loop over `manager`, the writer, and for
+/// the cloud manager its resync loop; until a signal or lost leadership.
+struct Leading<'a> {
+    client: Client,
+    config: &'a OperatorConfig,
+    metrics: &'a Metrics,
+    stop: watch::Receiver<bool>,
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// Run the operator.
@@ -210,14 +240,17 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
     };
     let config = OperatorConfig::resolve(&cli, &file)?;
     let allocator = allocator(&config)?;
+    if config.ipam == IpamMode::Azure {
+        crate::azure::setup::check(&config.azure)?;
+    }
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
     let metrics = Metrics::default();
-    let manager = Arc::new(Mutex::new(NodeManager::new(allocator)));
+    let manager = allocator.map(|a| Arc::new(Mutex::new(NodeManager::new(a))));
     let client =
         weft_k8s::client::connect(cli.kubeconfig.as_deref(), Some(metrics.kube.clone()), "")
             .await?;
 
-    serve_http(&config, &metrics, &manager).await?;
+    serve_http(&config, &metrics, manager.as_ref()).await?;
 
     let (stop_tx, stop) = watch::channel(false);
     tokio::spawn(async move {
@@ -225,9 +258,6 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         info!("signal received; shutting down");
         let _ = stop_tx.send(true);
     });
-    let stopped = |mut stop: watch::Receiver<bool>| async move {
-        let _ = stop.wait_for(|s| *s).await;
-    };
 
     let mut leadership = if config.leader_election {
         let elector = Elector::new(
@@ -245,58 +275,147 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         None
     };
     metrics.leader.set(1);
-
-    let pool_resource = pools_for(&client, &config).await?;
-
-    let (writes, ops) = mpsc::unbounded_channel();
-    tokio::spawn(watch_config(
-        cli.clone(),
-        file,
-        Arc::clone(&manager),
-        writes.clone(),
-    ));
-    let writer_task = tokio::spawn(writer::run(client.clone(), ops, metrics.clone()));
     let lost = async {
         match leadership.as_mut() {
             Some(l) => l.lost().await,
             None => std::future::pending().await,
         }
     };
-    let mut lost_leadership = false;
-    let outcome = {
-        let shutdown = async {
-            tokio::select! {
-                () = stopped(stop.clone()) => {}
-                () = lost => lost_leadership = true,
-            }
+    let leading = Leading {
+        client: client.clone(),
+        config: &config,
+        metrics: &metrics,
+        stop: stop.clone(),
+    };
+    let outcome = if let Some(manager) = manager {
+        let pool_resource = pools_for(&client, &config).await?;
+        leading.blocks(cli, file, manager, pool_resource, lost).await
+    } else {
+        let provider = tokio::select! {
+            p = crate::azure::setup::provider(&config.azure, &metrics) => p?,
+            () = stopped(stop.clone()) => return Ok(()),
         };
-        controller::run(
-            client,
-            Arc::clone(&manager),
-            pool_resource,
-            writes,
-            metrics.clone(),
-            config.nodes_gc_interval,
-            shutdown,
-        )
-        .await
+        leading.cloud(provider, lost).await
     };
     metrics.leader.set(0);
-    if lost_leadership {
-        // Stop at once: another replica may take over after the lease duration.
-        writer_task.abort();
-        return Err(RunError::LeadershipLost);
-    }
-    if tokio::time::timeout(DRAIN_TIMEOUT, writer_task)
-        .await
-        .is_err()
-    {
-        warn!("queued CiliumNode writes did not finish in time");
-    }
-    if let Some(l) = leadership {
+    let lost_leadership = matches!(outcome, Err(RunError::LeadershipLost));
+    if !lost_leadership && let Some(l) = leadership {
         l.release().await;
     }
     outcome?;
     info!("weft-operator stopped");
     Ok(())
+}
+
+impl Leading<'_> {
+    /// Runs the event loop over `manager` and the writer; `extra` runs beside them (the cloud
+    /// manager's resync loop) until the shutdown.
+    async fn serve<M: controller::Nodes>(
+        &self,
+        manager: Arc<Mutex<M>>,
+        pool_resource: Option<Resource>,
+        writes: mpsc::UnboundedSender<writer::Op>,
+        ops: mpsc::UnboundedReceiver<writer::Op>,
+        lost: impl Future<Output = ()>,
+        extra: impl Future<Output = ()>,
+    ) -> Result<(), RunError> {
+        let writer_task = tokio::spawn(writer::run(self.client.clone(), ops, self.metrics.clone()));
+        let mut lost_leadership = false;
+        let outcome = {
+            let shutdown = async {
+                tokio::select! {
+                    () = stopped(self.stop.clone()) => {}
+                    () = lost => lost_leadership = true,
+                }
+            };
+            let event_loop = controller::run(
+                self.client.clone(),
+                manager,
+                pool_resource,
+                writes,
+                self.metrics.clone(),
+                self.config.nodes_gc_interval,
+                shutdown,
+            );
+            tokio::pin!(event_loop, extra);
+            tokio::select! {
+                r = &mut event_loop => r,
+                () = &mut extra => event_loop.await,
+            }
+        };
+        if lost_leadership {
+            // Stop at once: another replica may take over after the lease duration.
+            writer_task.abort();
+            return Err(RunError::LeadershipLost);
+        }
+        if tokio::time::timeout(DRAIN_TIMEOUT, writer_task)
+            .await
+            .is_err()
+        {
+            warn!("queued CiliumNode writes did not finish in time");
+        }
+        Ok(outcome?)
+    }
+
+    /// Cluster-pool and multi-pool.
+    async fn blocks(
+        &self,
+        cli: Cli,
+        file: BTreeMap<String, String>,
+        manager: controller::SharedManager,
+        pool_resource: Option<Resource>,
+        lost: impl Future<Output = ()>,
+    ) -> Result<(), RunError> {
+        let (writes, ops) = mpsc::unbounded_channel();
+        let watcher = tokio::spawn(watch_config(
+            cli,
+            file,
+            Arc::clone(&manager),
+            writes.clone(),
+        ));
+        let outcome = self
+            .serve(manager, pool_resource, writes, ops, lost, std::future::pending())
+            .await;
+        watcher.abort();
+        outcome
+    }
+
+    /// A cloud provider behind the cloud node manager.
+    async fn cloud<P: CloudProvider>(
+        &self,
+        provider: P,
+        lost: impl Future<Output = ()>,
+    ) -> Result<(), RunError> {
+        let (writes, ops) = mpsc::unbounded_channel();
+        let (patch_tx, mut patch_rx) = mpsc::unbounded_channel::<NodePatch>();
+        let settings = Settings {
+            parallel_workers: self.config.azure.parallel_alloc_workers,
+            release_excess: self.config.azure.release_excess_ips,
+        };
+        let observer = Box::new(CloudObserver(self.metrics.clone()));
+        let manager = CloudManager::start(provider, settings, patch_tx, observer)
+            .await
+            .map_err(|e| RunError::Cloud(Box::new(e)))?;
+        let forward = {
+            let writes = writes.clone();
+            tokio::spawn(async move {
+                while let Some(patch) = patch_rx.recv().await {
+                    let _ = writes.send(writer::Op::Patch(patch));
+                }
+            })
+        };
+        let resync = manager.run(stopped(self.stop.clone()));
+        let outcome = self
+            .serve(
+                Arc::new(Mutex::new(manager.clone())),
+                None,
+                writes,
+                ops,
+                lost,
+                resync,
+            )
+            .await;
+        forward.abort();
+        outcome
+    }
 }

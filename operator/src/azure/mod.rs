@@ -11,6 +11,7 @@
 //! - [`api`]: the ARM client (the operations Cilium calls, LROs, retries, rate limit).
 //! - [`instances`]: the instances cache (full resync, per-instance sync).
 //! - [`node`]: one node's operations (capacity, allocation choice, status).
+//! - [`setup`]: the composition (IMDS, credential, client, cache).
 
 pub mod api;
 pub mod auth;
@@ -20,3 +21,4 @@ pub mod model;
 pub mod node;
 pub mod parse;
 pub mod resource_id;
+pub mod setup;

@@ -20,7 +20,6 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tracing::{debug, info, warn};
 
 use super::{CloudProvider, InstanceSyncError, NodeRef, node::NodeState, view::CloudNodeView};
-use crate::k8s::writer::Op;
 
 /// Interval of the full resync of every instance (Cilium's `ipam-node-interval-refresh`).
 pub const RESYNC_INTERVAL: Duration = Duration::from_mins(1);
@@ -32,6 +31,18 @@ const UNSTABLE_RETRY: Duration = Duration::from_mins(1);
 const MAX_BACKOFF: Duration = Duration::from_mins(5);
 /// How long a published value overrides a stale event.
 const EXPECT_FOR: Duration = Duration::from_secs(30);
+
+/// Merge patches of one CiliumNode for the writer (`spec` through the object, `status`
+/// through `/status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePatch {
+    /// The CiliumNode.
+    pub node: String,
+    /// Patch of the object (`spec.ipam.pool`, `spec.ipam.pre-allocate`).
+    pub spec: Option<Value>,
+    /// Patch of the status (`status.azure`, the `status.ipam` fields the operator owns).
+    pub status: Option<Value>,
+}
 
 /// The manager's settings.
 #[derive(Debug, Clone, Copy)]
@@ -55,8 +66,6 @@ pub struct Snapshot {
     pub per_node: BTreeMap<String, (u64, u64, u64)>,
     /// Free addresses per subnet.
     pub per_subnet: BTreeMap<String, u64>,
-    /// Full resyncs of the manager.
-    pub resyncs: u64,
 }
 
 /// Outcomes of rounds, counted for metrics.
@@ -78,23 +87,88 @@ pub trait Observer: Send + Sync + 'static {
     fn round(&self, outcome: Outcome, subnet: &str, count: u64, secs: f64);
     /// A full resync of the instances finished.
     fn background_sync(&self, ok: bool, secs: f64);
-    /// The manager's state after a pass over every node.
+    /// The manager's state after a pass over every node (one per pass).
     fn snapshot(&self, snapshot: &Snapshot);
 }
 
-/// What was last published for a node, and when.
-#[derive(Debug, Clone)]
-struct Published {
-    spec: Value,
-    status: Value,
-    at: Instant,
+/// What the operator wants a CiliumNode to show of the fields it owns.
+#[derive(Debug, Clone, PartialEq)]
+struct Shown {
+    /// `spec.ipam.pool`: address → resource.
+    pool: BTreeMap<String, String>,
+    /// `spec.ipam.pre-allocate`.
+    pre_allocate: i64,
+    /// The provider's status part (`status.azure`).
+    provider: Value,
+    /// `status.ipam.assigned-static-ip`.
+    static_ip: String,
+    /// `status.ipam.operator-status.error`.
+    error: String,
+}
+
+impl Shown {
+    fn of_view(view: &CloudNodeView) -> Self {
+        Self {
+            pool: view.pool.clone(),
+            pre_allocate: view.pre_allocate,
+            provider: json!({"azure": {"interfaces": view.azure_interfaces}}),
+            static_ip: view.assigned_static_ip.clone(),
+            error: view.operator_error.clone(),
+        }
+    }
+
+    /// The patches that turn `self` into `want` (`None`: that part is already right).
+    fn patches(&self, want: &Self) -> (Option<Value>, Option<Value>) {
+        let mut pool = Map::new();
+        for (ip, resource) in &want.pool {
+            if self.pool.get(ip) != Some(resource) {
+                pool.insert(ip.clone(), json!({ "resource": resource }));
+            }
+        }
+        for ip in self.pool.keys().filter(|ip| !want.pool.contains_key(*ip)) {
+            pool.insert(ip.clone(), Value::Null);
+        }
+        let mut ipam = Map::new();
+        if !pool.is_empty() {
+            ipam.insert("pool".into(), Value::Object(pool));
+        }
+        if self.pre_allocate != want.pre_allocate {
+            ipam.insert("pre-allocate".into(), json!(want.pre_allocate));
+        }
+        let spec = (!ipam.is_empty()).then(|| json!({"spec": {"ipam": ipam}}));
+        let mut status = Map::new();
+        if self.provider != want.provider
+            && let Some(parts) = want.provider.as_object()
+        {
+            status.extend(parts.clone());
+        }
+        let mut ipam = Map::new();
+        if self.static_ip != want.static_ip {
+            ipam.insert("assigned-static-ip".into(), json!(want.static_ip));
+        }
+        if self.error != want.error {
+            let error = if want.error.is_empty() {
+                Value::Null
+            } else {
+                json!(want.error)
+            };
+            ipam.insert("operator-status".into(), json!({ "error": error }));
+        }
+        if !ipam.is_empty() {
+            status.insert("ipam".into(), Value::Object(ipam));
+        }
+        let status = (!status.is_empty()).then(|| json!({ "status": status }));
+        (spec, status)
+    }
 }
 
 struct Entry {
     state: NodeState,
     kick: Arc<Notify>,
     task: tokio::task::AbortHandle,
-    published: Option<Published>,
+    /// What was last sent, and when: believed over the object's own fields until an event
+    /// shows it or [`EXPECT_FOR`] has passed.
+    published: Option<(Shown, Instant)>,
 }
 
 struct Shared<P: CloudProvider> {
@@ -104,9 +178,8 @@ struct Shared<P: CloudProvider> {
     pending_pods: Mutex<BTreeMap<String, u64>>,
     stable: AtomicBool,
     workers: Semaphore,
-    writes: mpsc::UnboundedSender<Op>,
+    writes: mpsc::UnboundedSender<NodePatch>,
     observer: Box<dyn Observer>,
-    resyncs: std::sync::atomic::AtomicU64,
 }
 
 /// The cloud node manager; cheap to clone.
@@ -158,7 +231,7 @@ impl<P: CloudProvider> Shared<P> {
         } else {
             self.provider
                 .resync_interfaces(Self::node_ref(&state.view))
-                .map_err(|e| e.to_string())
+                .map_err(|e| crate::chain(&e))
         };
         if let Err(reason) = &cloud
             && !state.instance_missing
@@ -178,68 +251,44 @@ impl<P: CloudProvider> Shared<P> {
         }
     }
 
-    /// Publish the node's addresses, interfaces and static IP if they differ from what the
-    /// object shows (and from what was last sent, while an event may still be on its way).
+    /// Publish the node's addresses, interfaces, static IP and error where they differ from
+    /// what the object shows (or, while an event may still be on its way, from what was last
+    /// sent).
     fn publish(&self, entry: &mut Entry) {
         let state = &entry.state;
         let view = &state.view;
-        let pool: Map<String, Value> = state
-            .available
-            .iter()
-            .map(|(ip, resource)| (ip.clone(), json!({"resource": resource})))
-            .collect();
-        let mut spec = json!({"spec": {"ipam": {"pool": Value::Object(pool.clone())}}});
-        let shown_pool: Map<String, Value> = view
-            .pool
-            .iter()
-            .map(|(ip, resource)| (ip.clone(), json!({"resource": resource})))
-            .collect();
-        let mut spec_differs = shown_pool != pool;
-        for gone in view.pool.keys().filter(|ip| !pool.contains_key(*ip)) {
-            spec["spec"]["ipam"]["pool"][gone] = Value::Null;
-        }
-        if view.pre_allocate == 0 {
-            spec["spec"]["ipam"]["pre-allocate"] = json!(self.provider.min_allocatable());
-            spec_differs = true;
-        }
-        let mut status = self.provider.status(Self::node_ref(view));
-        let interfaces_differ = status["azure"]["interfaces"] != view.azure_interfaces;
-        status["ipam"] = json!({});
-        let mut status_differs = interfaces_differ;
-        if state.assigned_static_ip != view.assigned_static_ip {
-            status["ipam"]["assigned-static-ip"] = json!(state.assigned_static_ip);
-            status_differs = true;
-        }
-        if state.error != view.operator_error {
-            status["ipam"]["operator-status"] = if state.error.is_empty() {
-                json!({"error": null})
+        let believed = match &entry.published {
+            Some((shown, at)) if at.elapsed() < EXPECT_FOR => shown.clone(),
+            _ => Shown::of_view(view),
+        };
+        // While the cache lacks the instance, what the node shows of it stays as it is: a
+        // misconfigured resource group or a bad answer must not empty a node's pool.
+        let known = !state.instance_missing;
+        let want = Shown {
+            pool: if known {
+                state.available.clone()
             } else {
-                json!({"error": state.error})
-            };
-            status_differs = true;
-        }
-        let fresh = entry
-            .published
-            .as_ref()
-            .filter(|p| p.at.elapsed() < EXPECT_FOR);
-        let spec = (spec_differs && fresh.is_none_or(|p| p.spec != spec)).then_some(spec);
-        let status = (status_differs && fresh.is_none_or(|p| p.status != status)).then_some(status);
+                believed.pool.clone()
+            },
+            pre_allocate: if view.pre_allocate == 0 {
+                i64::try_from(self.provider.min_allocatable()).unwrap_or(i64::MAX)
+            } else {
+                view.pre_allocate
+            },
+            provider: if known {
+                self.provider.status(Self::node_ref(view))
+            } else {
+                believed.provider.clone()
+            },
+            static_ip: state.assigned_static_ip.clone(),
+            error: state.error.clone(),
+        };
+        let (spec, status) = believed.patches(&want);
         if spec.is_none() && status.is_none() {
             return;
         }
-        let previous = entry.published.take();
-        entry.published = Some(Published {
-            spec: spec
-                .clone()
-                .or_else(|| previous.as_ref().map(|p| p.spec.clone()))
-                .unwrap_or_default(),
-            status: status
-                .clone()
-                .or_else(|| previous.map(|p| p.status))
-                .unwrap_or_default(),
-            at: Instant::now(),
-        });
-        let _ = self.writes.send(Op::Patch {
+        entry.published = Some((want, Instant::now()));
+        let _ = self.writes.send(NodePatch {
             node: view.name.clone(),
             spec,
             status,
@@ -249,7 +298,6 @@ impl<P: CloudProvider> Shared<P> {
     /// Cilium's `NodeManager.Resync`: every node looked at again after a sync that started
     /// at `sync_time`.
     fn resync_nodes(&self, sync_time: Instant) {
-        self.resyncs.fetch_add(1, Ordering::Relaxed);
         let mut nodes = self.lock();
         let mut snapshot = Snapshot::default();
         let release = self.settings.release_excess;
@@ -277,7 +325,6 @@ impl<P: CloudProvider> Shared<P> {
         }
         drop(nodes);
         snapshot.per_subnet = self.provider.pool_quota();
-        snapshot.resyncs = self.resyncs.load(Ordering::Relaxed);
         self.observer.snapshot(&snapshot);
     }
 
@@ -289,6 +336,22 @@ impl<P: CloudProvider> Shared<P> {
                 "instances API is unstable. Blocking mutating operations. See logs for details."
                     .to_owned(),
             );
+        }
+        let Some(instance) = self
+            .lock()
+            .get(name)
+            .map(|e| e.state.view.instance_id.clone())
+        else {
+            return Ok(false);
+        };
+        if !instance.is_empty() && !self.provider.has_instance(&instance) {
+            let started = Instant::now();
+            match self.provider.instance_sync(&instance).await {
+                Ok(()) => self.resync_nodes(started),
+                Err(InstanceSyncError::NotFound(e) | InstanceSyncError::Failed(e)) => {
+                    return Err(crate::chain(&e));
+                }
+            }
         }
         let Some((view, needed, excess, static_needed)) = self.lock().get(name).map(|e| {
             (
@@ -307,7 +370,9 @@ impl<P: CloudProvider> Shared<P> {
                 .provider
                 .allocate_static_ip(node, &view.static_ip_tags)
                 .await
-                .map_err(|e| format!("unable to assign a static public IP: {e}"))?;
+                .map_err(|e| {
+                    format!("unable to assign a static public IP: {}", crate::chain(&e))
+                })?;
             info!(node = %name, %ip, "assigned static public IP");
             if let Some(e) = self.lock().get_mut(name) {
                 e.state.assigned_static_ip = ip;
@@ -328,10 +393,19 @@ impl<P: CloudProvider> Shared<P> {
         if needed <= 0 {
             return Ok(mutated);
         }
+        let needed = u64::try_from(needed).unwrap_or(0);
+        let above = u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0);
+        Ok(self.allocate(node, needed, above).await? || mutated)
+    }
+
+    /// Resolve a deficit of `needed` addresses (plus `above` the watermark and the surge of
+    /// pending pods). Returns whether addresses were added.
+    async fn allocate(&self, node: NodeRef<'_>, needed: u64, above: u64) -> Result<bool, String> {
+        let name = node.name;
         let mut action = self
             .provider
             .prepare_allocation(node)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::chain(&e))?;
         let pending = self
             .pending_pods
             .lock()
@@ -339,40 +413,37 @@ impl<P: CloudProvider> Shared<P> {
             .get(name)
             .copied()
             .unwrap_or(0);
-        let needed = u64::try_from(needed).unwrap_or(0);
         let surge = pending.saturating_sub(needed);
-        action.max_to_allocate =
-            needed + u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0) + surge;
+        action.max_to_allocate = needed + above + surge;
         if action.available_for_allocation == 0 {
             debug!(node = %name, candidates = action.interface_candidates,
                 "no interface and subnet can take another address (the instance is out of interfaces)");
-            return Ok(mutated);
+            return Ok(false);
         }
         action.available_for_allocation =
             action.available_for_allocation.min(action.max_to_allocate);
         info!(node = %name, needed, surge, allocating = action.available_for_allocation,
             interface = %action.interface_id, subnet = %action.pool_id, "Resolving IP deficit of node");
         let started = Instant::now();
-        match self.provider.allocate(node, &action).await {
+        let result = self.provider.allocate(node, &action).await;
+        let secs = started.elapsed().as_secs_f64();
+        match result {
             Ok(()) => {
                 self.observer.round(
                     Outcome::Allocated,
                     &action.pool_id,
                     action.available_for_allocation,
-                    started.elapsed().as_secs_f64(),
+                    secs,
                 );
                 Ok(true)
             }
             Err(e) => {
-                self.observer.round(
-                    Outcome::AllocationFailed,
-                    &action.pool_id,
-                    0,
-                    started.elapsed().as_secs_f64(),
-                );
+                self.observer
+                    .round(Outcome::AllocationFailed, &action.pool_id, 0, secs);
                 Err(format!(
-                    "unable to assign additional IPs to interface {}: {e}",
-                    action.interface_id
+                    "unable to assign additional IPs to interface {}: {}",
+                    action.interface_id,
+                    crate::chain(&e)
                 ))
             }
         }
@@ -410,7 +481,7 @@ impl<P: CloudProvider> Shared<P> {
             }
         }
         if !marks.is_empty() {
-            let _ = self.writes.send(Op::Patch {
+            let _ = self.writes.send(NodePatch {
                 node: name.to_owned(),
                 spec: None,
                 status: Some(json!({"status": {"ipam": {"release-ips": marks}}})),
@@ -437,7 +508,7 @@ impl<P: CloudProvider> Shared<P> {
                     .map(|ip| (ip.clone(), json!("released")))
                     .collect();
                 info!(node = %name, addresses = ?ready, "released excess addresses");
-                let _ = self.writes.send(Op::Patch {
+                let _ = self.writes.send(NodePatch {
                     node: name.to_owned(),
                     spec: None,
                     status: Some(json!({"status": {"ipam": {"release-ips": released}}})),
@@ -451,7 +522,10 @@ impl<P: CloudProvider> Shared<P> {
                     0,
                     started.elapsed().as_secs_f64(),
                 );
-                Err(format!("unable to release addresses {ready:?}: {e}"))
+                Err(format!(
+                    "unable to release addresses {ready:?}: {}",
+                    crate::chain(&e)
+                ))
             }
         }
     }
@@ -490,6 +564,7 @@ fn backoff(failures: u32, nodes: usize) -> Duration {
 async fn maintainer<P: CloudProvider>(shared: Arc<Shared<P>>, name: String, kick: Arc<Notify>) {
     let mut failures = 0u32;
     let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut hold_until: Option<tokio::time::Instant> = None;
     loop {
         match retry_at {
             Some(at) => {
@@ -499,6 +574,11 @@ async fn maintainer<P: CloudProvider>(shared: Arc<Shared<P>>, name: String, kick
                 }
             }
             None => kick.notified().await,
+        }
+        // A failed round is not retried before its backoff ends, however often the node is
+        // kicked meanwhile (no error storm against the cloud).
+        if let Some(at) = hold_until.take() {
+            tokio::time::sleep_until(at).await;
         }
         tokio::time::sleep(ROUND_INTERVAL).await;
         let Ok(permit) = shared.workers.acquire().await else {
@@ -516,10 +596,14 @@ async fn maintainer<P: CloudProvider>(shared: Arc<Shared<P>>, name: String, kick
             };
             entry.state.waiting_for_maintenance = false;
             match &result {
-                Ok(_) => {
+                Ok(changed) => {
                     failures = 0;
                     retry_at = None;
-                    entry.state.resync_needed = Some(Instant::now());
+                    // Cilium waits for a newer sync after every round; only a round that
+                    // changed the cloud has anything to wait for.
+                    if *changed {
+                        entry.state.resync_needed = Some(Instant::now());
+                    }
                     entry.state.error.clear();
                 }
                 Err(error) => {
@@ -531,6 +615,8 @@ async fn maintainer<P: CloudProvider>(shared: Arc<Shared<P>>, name: String, kick
                         backoff(failures, count)
                     };
                     retry_at = Some(tokio::time::Instant::now() + wait);
+                    // While the API is unstable, the resync that ends it kicks the node.
+                    hold_until = (!unstable).then_some(tokio::time::Instant::now() + wait);
                     warn!(node = %name, %error, retry_in = ?wait, "pool maintainer round failed");
                     if !unstable {
                         entry.state.error.clone_from(error);
@@ -554,7 +640,7 @@ impl<P: CloudProvider> CloudManager<P> {
     pub async fn start(
         provider: P,
         settings: Settings,
-        writes: mpsc::UnboundedSender<Op>,
+        writes: mpsc::UnboundedSender<NodePatch>,
         observer: Box<dyn Observer>,
     ) -> Result<Self, StartError<P::Error>> {
         let started = Instant::now();
@@ -571,7 +657,6 @@ impl<P: CloudProvider> CloudManager<P> {
                 stable: AtomicBool::new(true),
                 writes,
                 observer,
-                resyncs: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
@@ -588,27 +673,14 @@ impl<P: CloudProvider> CloudManager<P> {
         self.shared.lock().keys().cloned().collect()
     }
 
-    /// A CiliumNode was added or changed (Cilium's `Upsert`).
-    pub async fn upsert(&self, view: CloudNodeView) {
+    /// A CiliumNode was added or changed (Cilium's `Upsert`). A node whose instance is not
+    /// in the cache is synchronised by its own maintainer before its first round (Cilium does
+    /// it here, holding up every other event, and blocks every node when it fails).
+    pub fn upsert(&self, view: CloudNodeView) {
         let shared = &self.shared;
         if view.ignored {
             self.delete(&view.name);
             return;
-        }
-        let known = shared.lock().contains_key(&view.name);
-        if !known
-            && !view.instance_id.is_empty()
-            && !shared.provider.has_instance(&view.instance_id)
-            && shared.stable.load(Ordering::Relaxed)
-        {
-            match shared.provider.instance_sync(&view.instance_id).await {
-                Ok(()) => shared.stable.store(true, Ordering::Relaxed),
-                Err(error) => {
-                    warn!(node = %view.name, instance = %view.instance_id, %error,
-                        "unable to synchronize the new node's instance; blocking mutating operations until the next full resync");
-                    shared.stable.store(false, Ordering::Relaxed);
-                }
-            }
         }
         let mut nodes = shared.lock();
         let entry = nodes.entry(view.name.clone()).or_insert_with(|| {
@@ -629,13 +701,20 @@ impl<P: CloudProvider> CloudManager<P> {
         if let Some(text) = view.invalid_text() {
             entry.state.error = text;
         }
-        entry.state.view = view;
-        if let Some(p) = &entry.published
-            && p.at.elapsed() >= EXPECT_FOR
+        // What was sent is settled once the object shows it.
+        if entry
+            .published
+            .as_ref()
+            .is_some_and(|(shown, _)| *shown == Shown::of_view(&view))
         {
             entry.published = None;
         }
+        entry.state.view = view;
         shared.recalculate(&mut entry.state);
+        if entry.state.instance_missing && !entry.state.view.instance_id.is_empty() {
+            entry.state.waiting_for_maintenance = true;
+            entry.kick.notify_one();
+        }
         shared.maybe_kick(entry);
         shared.publish(entry);
     }
@@ -698,3 +777,6 @@ impl<P: CloudProvider> CloudManager<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@
 //! CiliumNodes whose Node has been missing for two passes (Cilium's `nodes-gc-interval`).
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
@@ -21,13 +21,15 @@ use kube::{
         watcher::{self, watcher},
     },
 };
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 use weft_k8s::{Resource, client::status_code};
 
 use super::{OperatorK8sError, pools::pool_view, writer::Op};
 use crate::{
-    manager::{NodeManager, Write},
+    cloud::{CloudProvider, manager::CloudManager, view::CloudNodeView},
+    manager::{NodeManager, PoolView, Write},
     metrics::Metrics,
     node::NodeView,
 };
@@ -38,6 +40,7 @@ enum Source {
     Pools,
     CiliumNodes,
     Nodes,
+    Pods,
 }
 
 impl Source {
@@ -46,6 +49,7 @@ impl Source {
             Self::Pools => "ciliumpodippools",
             Self::CiliumNodes => "ciliumnodes",
             Self::Nodes => "nodes",
+            Self::Pods => "pods",
         }
     }
 }
@@ -79,15 +83,106 @@ fn name_of(object: &DynamicObject) -> String {
 /// The shared node manager (the metrics scrape reads it).
 pub type SharedManager = Arc<Mutex<NodeManager>>;
 
-/// Lock the manager (a panic elsewhere does not make its state unusable: every change is one
+/// Lock a manager (a panic elsewhere does not make its state unusable: every change is one
 /// call).
-pub fn lock(manager: &SharedManager) -> MutexGuard<'_, NodeManager> {
+pub fn lock<M>(manager: &Arc<Mutex<M>>) -> MutexGuard<'_, M> {
     manager.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What the event loop feeds: the block allocators' [`NodeManager`] or the cloud manager.
+pub trait Nodes: Send + 'static {
+    /// A CiliumNode was added or changed (the object as the API server sent it).
+    fn upsert(&mut self, doc: &Value) -> Vec<Write>;
+    /// A CiliumNode was deleted.
+    fn delete(&mut self, name: &str) -> Vec<Write>;
+    /// The CiliumNodes managed.
+    fn node_names(&self) -> Vec<String>;
+    /// Whether the restore finished.
+    fn restored(&self) -> bool;
+    /// Every CiliumNode was listed once.
+    fn restore_finished(&mut self) -> Vec<Write>;
+    /// A pool was added or changed; the second value is why it was refused.
+    fn pool_upsert(&mut self, pool: &PoolView) -> (Vec<Write>, Option<String>);
+    /// A pool was deleted.
+    fn pool_delete(&mut self, name: &str) -> Vec<Write>;
+    /// The pools known.
+    fn pool_names(&self) -> Vec<String>;
+    /// Pending pods per node changed (only managers that want pods are sent them).
+    fn pending_pods(&mut self, _pending: &BTreeMap<String, u64>) {}
+    /// Whether the loop should watch pods (for [`Nodes::pending_pods`]).
+    fn wants_pods(&self) -> bool {
+        false
+    }
+}
+
+impl Nodes for NodeManager {
+    fn upsert(&mut self, doc: &Value) -> Vec<Write> {
+        NodeManager::upsert(self, NodeView::from_json(doc))
+            .into_iter()
+            .collect()
+    }
+    fn delete(&mut self, name: &str) -> Vec<Write> {
+        NodeManager::delete(self, name)
+    }
+    fn node_names(&self) -> Vec<String> {
+        NodeManager::node_names(self).map(str::to_owned).collect()
+    }
+    fn restored(&self) -> bool {
+        NodeManager::restored(self)
+    }
+    fn restore_finished(&mut self) -> Vec<Write> {
+        NodeManager::restore_finished(self)
+    }
+    fn pool_upsert(&mut self, pool: &PoolView) -> (Vec<Write>, Option<String>) {
+        NodeManager::pool_upsert(self, pool)
+    }
+    fn pool_delete(&mut self, name: &str) -> Vec<Write> {
+        NodeManager::pool_delete(self, name)
+    }
+    fn pool_names(&self) -> Vec<String> {
+        NodeManager::pool_names(self)
+    }
+}
+
+/// The cloud manager behind the event loop (it writes through its own channel).
+impl<P: CloudProvider> Nodes for CloudManager<P> {
+    fn upsert(&mut self, doc: &Value) -> Vec<Write> {
+        CloudManager::upsert(self, CloudNodeView::from_json(doc));
+        Vec::new()
+    }
+    fn delete(&mut self, name: &str) -> Vec<Write> {
+        CloudManager::delete(self, name);
+        Vec::new()
+    }
+    fn node_names(&self) -> Vec<String> {
+        CloudManager::node_names(self)
+    }
+    fn restored(&self) -> bool {
+        true
+    }
+    fn restore_finished(&mut self) -> Vec<Write> {
+        Vec::new()
+    }
+    fn pool_upsert(&mut self, _pool: &PoolView) -> (Vec<Write>, Option<String>) {
+        (Vec::new(), None)
+    }
+    fn pool_delete(&mut self, _name: &str) -> Vec<Write> {
+        Vec::new()
+    }
+    fn pool_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn pending_pods(&mut self, pending: &BTreeMap<String, u64>) {
+        self.set_pending_pods(pending.clone());
+    }
+    fn wants_pods(&self) -> bool {
+        true
+    }
+}
+
 /// The loop's state between events.
-struct Loop {
-    manager: SharedManager,
+struct Loop<M: Nodes> {
+    manager: Arc<Mutex<M>>,
     writes: mpsc::UnboundedSender<Op>,
     metrics: Metrics,
     pools: Listing,
@@ -97,9 +192,54 @@ struct Loop {
     node_names: BTreeSet<String>,
     /// CiliumNodes without a Node at the last collection pass.
     gc_candidates: BTreeSet<String>,
+    /// Pods that are pending on a node (not host-network): `namespace/name` → node.
+    pending: BTreeMap<String, String>,
+    /// The same, counted per node.
+    pending_per_node: BTreeMap<String, u64>,
+    pods: Listing,
 }
 
-impl Loop {
+/// `namespace/name` of a pod and the node it waits on, if it is pending there and not on
+/// the host network (Cilium's surge counts those).
+fn pending_pod(object: &DynamicObject) -> (String, Option<String>) {
+    let key = format!(
+        "{}/{}",
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        name_of(object)
+    );
+    let node = (object.data["status"]["phase"] == "Pending"
+        && object.data["spec"]["hostNetwork"] != true)
+        .then(|| object.data["spec"]["nodeName"].as_str())
+        .flatten()
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned);
+    (key, node)
+}
+
+impl<M: Nodes> Loop<M> {
+    /// Record a pod's pending state; tells the manager when a node's count changed.
+    fn pod(&mut self, key: String, node: Option<String>) {
+        let old = match &node {
+            Some(n) => self.pending.insert(key, n.clone()),
+            None => self.pending.remove(&key),
+        };
+        if old == node {
+            return;
+        }
+        if let Some(old) = old
+            && let Some(count) = self.pending_per_node.get_mut(&old)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.pending_per_node.remove(&old);
+            }
+        }
+        if let Some(node) = node {
+            *self.pending_per_node.entry(node).or_default() += 1;
+        }
+        lock(&self.manager).pending_pods(&self.pending_per_node);
+    }
+
     fn send(&self, writes: Vec<Write>) {
         for write in writes {
             let _ = self.writes.send(Op::Write(write));
@@ -111,8 +251,8 @@ impl Loop {
         let m = lock(&self.manager);
         let missing: BTreeSet<String> = m
             .node_names()
-            .filter(|n| !self.node_names.contains(*n))
-            .map(str::to_owned)
+            .into_iter()
+            .filter(|n| !self.node_names.contains(n))
             .collect();
         for name in missing.intersection(&self.gc_candidates) {
             info!(node = %name, "CiliumNode has no Node for two collection passes; deleting it");
@@ -124,12 +264,20 @@ impl Loop {
     }
 
     fn apply(&mut self, source: Source, object: &DynamicObject) -> Vec<Write> {
+        if source == Source::Pods {
+            let (key, node) = pending_pod(object);
+            if let Some(seen) = self.pods.seen.as_mut() {
+                seen.insert(key.clone());
+            }
+            self.pod(key, node);
+            return Vec::new();
+        }
         let name = name_of(object);
         let mut m = lock(&self.manager);
         let listing = match source {
             Source::Pools => &mut self.pools,
             Source::CiliumNodes => &mut self.cilium_nodes,
-            Source::Nodes => &mut self.nodes,
+            Source::Nodes | Source::Pods => &mut self.nodes,
         };
         if let Some(seen) = listing.seen.as_mut() {
             seen.insert(name.clone());
@@ -147,22 +295,29 @@ impl Loop {
                 }
                 writes
             }
-            Source::CiliumNodes => m.upsert(NodeView::from_json(&doc)).into_iter().collect(),
+            Source::CiliumNodes => m.upsert(&doc),
             Source::Nodes => {
                 self.node_names.insert(name);
                 Vec::new()
             }
+            Source::Pods => Vec::new(),
         }
     }
 
-    fn delete(&mut self, source: Source, name: &str) -> Vec<Write> {
+    fn delete(&mut self, source: Source, object: &DynamicObject) -> Vec<Write> {
+        if source == Source::Pods {
+            self.pod(pending_pod(object).0, None);
+            return Vec::new();
+        }
+        let name = &name_of(object);
         let mut m = lock(&self.manager);
         match source {
             Source::Pools => m.pool_delete(name),
             Source::CiliumNodes => m.delete(name),
+            Source::Pods => Vec::new(),
             Source::Nodes => {
                 self.node_names.remove(name);
-                if m.node_names().any(|n| n == name) {
+                if m.node_names().iter().any(|n| n == name) {
                     info!(node = %name, "Node deleted; deleting its CiliumNode");
                     // The blocks go back when the CiliumNode's deletion is seen (as in Cilium),
                     // so no other node is given one while the old object still lists it.
@@ -175,12 +330,26 @@ impl Loop {
 
     /// A (re-)list ended: what it did not show is gone; the first full listing restores.
     fn listed(&mut self, source: Source) -> Vec<Write> {
+        if source == Source::Pods {
+            let seen = self.pods.seen.take().unwrap_or_default();
+            self.pods.synced = true;
+            let gone: Vec<String> = self
+                .pending
+                .keys()
+                .filter(|k| !seen.contains(*k))
+                .cloned()
+                .collect();
+            for key in gone {
+                self.pod(key, None);
+            }
+            return Vec::new();
+        }
         let mut m = lock(&self.manager);
         let mut out = Vec::new();
         let listing = match source {
             Source::Pools => &mut self.pools,
             Source::CiliumNodes => &mut self.cilium_nodes,
-            Source::Nodes => &mut self.nodes,
+            Source::Nodes | Source::Pods => &mut self.nodes,
         };
         let seen = listing.seen.take().unwrap_or_default();
         listing.synced = true;
@@ -193,18 +362,19 @@ impl Loop {
             Source::CiliumNodes => {
                 let gone: Vec<String> = m
                     .node_names()
-                    .filter(|n| !seen.contains(*n))
-                    .map(str::to_owned)
+                    .into_iter()
+                    .filter(|n| !seen.contains(n))
                     .collect();
                 for name in gone {
                     out.extend(m.delete(&name));
                 }
             }
             Source::Nodes => self.node_names.retain(|n| seen.contains(n)),
+            Source::Pods => {}
         }
         if !m.restored() && self.pools.synced && self.cilium_nodes.synced {
             info!(
-                nodes = m.node_names().count(),
+                nodes = m.node_names().len(),
                 "every CiliumNode listed; existing allocations restored"
             );
             self.metrics.resync.inc();
@@ -222,7 +392,7 @@ impl Loop {
             watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
                 self.apply(source, &object)
             }
-            watcher::Event::Delete(object) => self.delete(source, &name_of(&object)),
+            watcher::Event::Delete(object) => self.delete(source, &object),
             watcher::Event::InitDone => self.listed(source),
         };
         self.send(writes);
@@ -233,6 +403,7 @@ impl Loop {
             Source::Pools => &mut self.pools,
             Source::CiliumNodes => &mut self.cilium_nodes,
             Source::Nodes => &mut self.nodes,
+            Source::Pods => &mut self.pods,
         }
     }
 }
@@ -241,9 +412,9 @@ impl Loop {
 ///
 /// # Errors
 /// [`OperatorK8sError::Watch`] when a watch is refused permission.
-pub async fn run(
+pub async fn run<M: Nodes>(
     client: Client,
-    manager: SharedManager,
+    manager: Arc<Mutex<M>>,
     pool_resource: Option<Resource>,
     writes: mpsc::UnboundedSender<Op>,
     metrics: Metrics,
@@ -259,7 +430,11 @@ pub async fn run(
         nodes: Listing::default(),
         node_names: BTreeSet::new(),
         gc_candidates: BTreeSet::new(),
+        pending: BTreeMap::new(),
+        pending_per_node: BTreeMap::new(),
+        pods: Listing::default(),
     };
+    let wants_pods = lock(&state.manager).wants_pods();
     // Pools first: a node's blocks are occupied in pools the allocator knows.
     let mut streams: Vec<Events> = Vec::new();
     if let Some(resource) = pool_resource {
@@ -269,6 +444,9 @@ pub async fn run(
     }
     streams.push(watch(&client, Resource::CiliumNode, Source::CiliumNodes));
     streams.push(watch(&client, Resource::Node, Source::Nodes));
+    if wants_pods {
+        streams.push(watch(&client, Resource::Pod, Source::Pods));
+    }
     let mut events = futures::stream::select_all(streams);
     let collecting = !gc_interval.is_zero();
     let mut gc = tokio::time::interval(if collecting {

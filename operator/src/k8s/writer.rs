@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use weft_k8s::{Resource, client::status_code};
 
 use crate::{
+    cloud::manager::NodePatch,
     manager::{SpecPart, Write},
     metrics::{Metrics, PartLabels},
 };
@@ -41,14 +42,7 @@ pub enum Op {
     /// Merge patches of a CiliumNode built by the cloud manager (`spec` through the object,
     /// `status` through `/status`); a newer patch queued before the write is composed onto
     /// the older one.
-    Patch {
-        /// The CiliumNode.
-        node: String,
-        /// Patch of the object (`spec.ipam.pool`, `spec.ipam.pre-allocate`).
-        spec: Option<Value>,
-        /// Patch of the status (`status.azure`, `status.ipam.*` the operator owns).
-        status: Option<Value>,
-    },
+    Patch(NodePatch),
     /// Delete a CiliumNode (its Node is gone).
     Delete(String),
     /// Post a Warning Event about an object (a pool the operator refuses); best effort.
@@ -103,7 +97,7 @@ impl Pending {
                     self.error = w.error;
                 }
             }
-            Op::Patch { spec, status, .. } => {
+            Op::Patch(NodePatch { spec, status, .. }) => {
                 self.spec_patch = compose_patches(self.spec_patch.take(), spec);
                 self.status_patch = compose_patches(self.status_patch.take(), status);
             }
@@ -262,7 +256,7 @@ async fn carry_out(
 fn queue(client: &Client, pending: &mut BTreeMap<String, Pending>, op: Op) {
     let name = match op {
         Op::Write(ref w) => w.node.clone(),
-        Op::Patch { ref node, .. } | Op::Delete(ref node) => node.clone(),
+        Op::Patch(NodePatch { ref node, .. }) | Op::Delete(ref node) => node.clone(),
         Op::Event {
             object,
             reason,

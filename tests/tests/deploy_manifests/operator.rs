@@ -26,6 +26,8 @@ use crate::{
 const CLUSTER_RBAC: &[(&str, &str, &[&str])] = &[
     // The Node watch (kube's watcher lists, then watches): deleted nodes, garbage collection.
     ("", "nodes", &["list", "watch"]),
+    // The pod watch of azure mode (pending pods raise a node's allocation).
+    ("", "pods", &["list", "watch"]),
     // The CiliumNode watch; the writer's merge patches of spec.ipam and its deletes.
     (
         "cilium.io",
@@ -221,6 +223,7 @@ fn deployment_agrees_with_the_operator_cli() {
     let mode = match config.ipam {
         IpamMode::ClusterPool => "cluster-pool",
         IpamMode::MultiPool => "multi-pool",
+        IpamMode::Azure => "azure",
     };
     assert_eq!(
         mode,
@@ -270,6 +273,8 @@ fn deployment_agrees_with_the_operator_cli() {
                 allocator.blocks()
             );
         }
+        // Azure needs no pool: the addresses come from the nodes' NICs.
+        IpamMode::Azure => {}
     }
 
     // The probes reach /healthz on the API address through the host's loopback (hostNetwork).
