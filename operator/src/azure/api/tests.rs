@@ -1,0 +1,1 @@
+//! Wire-level tests of the ARM client against a local server.
