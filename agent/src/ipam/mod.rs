@@ -13,6 +13,7 @@ pub mod multipool;
 pub mod prealloc;
 pub mod sanity;
 pub mod selection;
+pub mod staticip;
 
 /// Address family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

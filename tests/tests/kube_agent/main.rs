@@ -1,8 +1,9 @@
 //! The real `weft-agent` against the Kubernetes API emulator (through a kubeconfig, so the
 //! agent's own kube-rs client code is what is exercised), with pods wired by the real
 //! `weft-cni` in network namespaces: node discovery, the operator's side of the CRD and
-//! multi-pool handshakes, churn under injected faults, a restart while the API server is down,
-//! missing permissions, and a CiliumNode another writer broke. Runs as root.
+//! multi-pool handshakes, the wait for an operator-assigned static IP (azure), churn under
+//! injected faults, a restart while the API server is down, missing permissions, and a
+//! CiliumNode another writer broke. Runs as root.
 
 mod faults;
 mod lifecycle;
@@ -11,6 +12,7 @@ mod operator;
 mod recreate;
 mod reliability;
 mod restarts;
+mod static_ip;
 mod two_nodes;
 
 use std::{path::PathBuf, time::Duration};

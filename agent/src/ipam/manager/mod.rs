@@ -16,6 +16,7 @@ use super::{
     multipool::{MultiPoolConfig, MultiPoolError, MultiPoolManager},
     prealloc::{PreAllocError, parse_pre_allocation},
     selection::{ObjectLookup, PoolChoice, Rule, SelectionContext, pool_for_pod},
+    staticip::StaticIp,
 };
 use crate::crd::{
     eni::eni_allocated, ipam::NodeIpamWrite, node::CiliumNode, pool::CiliumPodIPPool,
@@ -101,6 +102,8 @@ pub struct IpamManager {
     backend: Backend,
     node_seen: bool,
     min_required: usize,
+    /// The own CiliumNode's static IP request and answer (CRD and multi-pool backends).
+    static_ip: StaticIp,
     /// Readiness was reached once: from then on shortages are allocation errors (and demand
     /// for the operator), not "not ready" (Cilium waits for pools only at start-up).
     started: bool,
@@ -133,6 +136,7 @@ impl IpamManager {
             backend,
             node_seen: false,
             min_required: 1,
+            static_ip: StaticIp::default(),
             started: false,
         })
     }
@@ -166,6 +170,13 @@ impl IpamManager {
         self.node_seen = true;
         let ipam = node.spec.ipam.clone().unwrap_or_default();
         let status = node.status.as_ref();
+        self.static_ip = StaticIp::new(
+            ipam.static_ip_tags.clone(),
+            status
+                .and_then(|s| s.ipam.as_ref())
+                .map(|i| i.assigned_static_ip.clone())
+                .unwrap_or_default(),
+        );
         match &mut self.backend {
             Backend::HostScope { v4, v6 } => {
                 // The primary CIDR per family is fixed once seen (Cilium reads it at startup).
@@ -249,7 +260,12 @@ impl IpamManager {
                 not_ready("Waiting for cidr pool to become available")
             }
             Backend::Delegated => Err(failed("Operation not supported")),
-            _ => Ok(()),
+            // Cilium holds the CRD and multi-pool allocators (not host-scope) until the
+            // operator assigned a requested static IP.
+            Backend::Crd(_) | Backend::Multi(_) => match self.static_ip.waiting() {
+                Some(reason) => not_ready(&reason),
+                None => Ok(()),
+            },
         }
     }
 

@@ -293,3 +293,109 @@ fn usage_of_crd_mode_and_delegated_plugin() {
     assert_eq!(usage.status, "delegated to plugin");
     assert!(usage.pools.is_empty());
 }
+
+/// `node` asking for a static IP with `tags`, and the operator's answer `assigned` (empty: none
+/// yet).
+fn with_static_ip(mut node: CiliumNode, tags: &[(&str, &str)], assigned: &str) -> CiliumNode {
+    let ipam = node.spec.ipam.get_or_insert_with(IpamSpec::default);
+    ipam.static_ip_tags = tags
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    node.status
+        .get_or_insert_with(Default::default)
+        .ipam
+        .get_or_insert_with(Default::default)
+        .assigned_static_ip = assigned.to_owned();
+    node
+}
+
+#[test]
+fn a_requested_static_ip_holds_readiness_until_the_operator_assigns_it() {
+    let now = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(7);
+    let tags = [("pool", "egress"), ("env", "prod")];
+    let pool = ["10.1.0.5", "10.1.0.6"];
+    for mode in [IpamMode::Azure, IpamMode::Crd, IpamMode::AlibabaCloud] {
+        let mut m = IpamManager::new(config(mode, false)).expect("manager");
+        m.observe_node(Some(&with_static_ip(crd_node(&pool), &tags, "")));
+        let err = m.ready().expect_err("static IP not assigned yet");
+        assert!(matches!(err, IpamError::NotReady { .. }), "{mode}: {err}");
+        assert_eq!(
+            err.to_string(),
+            "Waiting for the operator to assign a static IP (static-ip-tags env=prod,pool=egress): \
+             status.ipam.assigned-static-ip is empty",
+            "{mode}"
+        );
+        let err = m
+            .allocate("default/a", &NoObjects, &[], &mut rng, now)
+            .expect_err("no pod is served meanwhile");
+        assert!(matches!(err, IpamError::NotReady { .. }), "{mode}: {err}");
+
+        m.observe_node(Some(&with_static_ip(crd_node(&pool), &tags, "20.1.2.3")));
+        m.ready().expect("assigned");
+        m.allocate("default/a", &NoObjects, &[], &mut rng, now)
+            .expect("served once assigned");
+    }
+}
+
+#[test]
+fn the_static_ip_wait_applies_to_the_multi_pool_manager_too() {
+    let tags = [("pool", "egress")];
+    for mode in [IpamMode::MultiPool, IpamMode::Eni] {
+        let mut m = IpamManager::new(config(mode, false)).expect("manager");
+        m.observe_node(Some(&with_static_ip(
+            multi_node(&["10.0.0.0/28"]),
+            &tags,
+            "",
+        )));
+        let err = m.ready().expect_err("static IP not assigned yet");
+        assert!(
+            err.to_string().contains("assign a static IP"),
+            "{mode}: {err}"
+        );
+        m.observe_node(Some(&with_static_ip(
+            multi_node(&["10.0.0.0/28"]),
+            &tags,
+            "2001:db8::7",
+        )));
+        m.ready().expect("assigned (IPv6 is an IP too)");
+    }
+}
+
+#[test]
+fn without_static_ip_tags_an_assigned_value_or_none_changes_nothing() {
+    for assigned in ["", "20.1.2.3"] {
+        let mut m = IpamManager::new(config(IpamMode::Azure, false)).expect("manager");
+        m.observe_node(Some(&with_static_ip(
+            crd_node(&["10.1.0.5"]),
+            &[],
+            assigned,
+        )));
+        m.ready().expect("no static IP requested");
+    }
+    // Host-scope modes never wait for one (Cilium checks in the CRD and multi-pool allocators).
+    let mut m = IpamManager::new(config(IpamMode::ClusterPool, false)).expect("manager");
+    let mut node = with_static_ip(CiliumNode::new("n1"), &[("pool", "egress")], "");
+    node.spec
+        .ipam
+        .get_or_insert_with(IpamSpec::default)
+        .pod_cidrs = vec!["10.2.0.0/24".parse().expect("cidr")];
+    m.observe_node(Some(&node));
+    m.ready().expect("cluster-pool ignores static-ip-tags");
+}
+
+#[test]
+fn a_legacy_resource_id_ends_the_wait_as_in_cilium() {
+    // Cilium's agent waits for a non-empty value only; an Azure 1.19 operator wrote the public
+    // IP's resource ID, which today's operator later resolves to the address.
+    let id =
+        "/subscriptions/S/resourceGroups/RG/providers/Microsoft.Network/publicIPAddresses/ip-1";
+    let mut m = IpamManager::new(config(IpamMode::Azure, false)).expect("manager");
+    m.observe_node(Some(&with_static_ip(
+        crd_node(&["10.1.0.5"]),
+        &[("pool", "egress")],
+        id,
+    )));
+    m.ready().expect("a non-empty value is an assignment");
+}
