@@ -314,7 +314,7 @@ impl Identities {
             .split(' ')
             .next()
             .unwrap_or("")
-            .strip_suffix(".default")
+            .strip_suffix("/.default")
             .unwrap_or(scope)
             .to_owned();
         let principal = self.principal(&sp.client_id).expect("a service principal");
