@@ -70,9 +70,12 @@ pub fn serve(
             Ok(page(&m, items, call))
         }
         Operation::VmssNicList => {
-            let si = m
-                .scale_set(&t.name)
-                .ok_or_else(|| missing(format!("Microsoft.Compute/virtualMachineScaleSets/{}", t.name)))?;
+            let si = m.scale_set(&t.name).ok_or_else(|| {
+                missing(format!(
+                    "Microsoft.Compute/virtualMachineScaleSets/{}",
+                    t.name
+                ))
+            })?;
             let items: Vec<Value> = (0..m.scale_sets[si].instances.len())
                 .flat_map(|ii| vmss::instance_nics(&m, si, ii))
                 .collect();
@@ -89,14 +92,21 @@ pub fn serve(
             let items = m
                 .nics
                 .iter()
-                .filter(|n| n["id"].as_str().is_some_and(|id| id.to_ascii_lowercase().starts_with(&prefix)))
+                .filter(|n| {
+                    n["id"]
+                        .as_str()
+                        .is_some_and(|id| id.to_ascii_lowercase().starts_with(&prefix))
+                })
                 .cloned()
                 .collect();
             Ok(page(&m, items, call))
         }
         Operation::VmssVmNicList | Operation::VmssVmNicGet | Operation::VmssVmPublicIpList => {
             let (si, ii) = m.instance(&t.name, &t.child).ok_or_else(|| {
-                missing(format!("Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}", t.name, t.child))
+                missing(format!(
+                    "Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}",
+                    t.name, t.child
+                ))
             })?;
             let nics = vmss::instance_nics(&m, si, ii);
             if op == Operation::VmssVmNicList {
@@ -109,7 +119,11 @@ pub fn serve(
             if op == Operation::VmssVmNicGet {
                 return Ok(Reply::json(200, &nic));
             }
-            let cfg_id = format!("{}/ipConfigurations/{}", nic["id"].as_str().unwrap_or(""), t.ip_config);
+            let cfg_id = format!(
+                "{}/ipConfigurations/{}",
+                nic["id"].as_str().unwrap_or(""),
+                t.ip_config
+            );
             let items = m
                 .public_ips
                 .iter()
@@ -123,18 +137,25 @@ pub fn serve(
                 "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{}",
                 m.subscription, t.resource_group, t.name, t.child
             );
-            let i = m.subnet_by_id(&id).ok_or_else(|| ArmError::not_found(&id))?;
+            let i = m
+                .subnet_by_id(&id)
+                .ok_or_else(|| ArmError::not_found(&id))?;
             Ok(Reply::json(200, &m.subnet_json(i)))
         }
         Operation::NicGet => {
             let i = m
                 .nic_index(&m.network_id("networkInterfaces", &t.name))
-                .ok_or_else(|| missing(format!("Microsoft.Network/networkInterfaces/{}", t.name)))?;
+                .ok_or_else(|| {
+                    missing(format!("Microsoft.Network/networkInterfaces/{}", t.name))
+                })?;
             Ok(Reply::json(200, &m.nics[i]))
         }
         Operation::VmssVmGet => {
             let (si, ii) = m.instance(&t.name, &t.child).ok_or_else(|| {
-                missing(format!("Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}", t.name, t.child))
+                missing(format!(
+                    "Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}",
+                    t.name, t.child
+                ))
             })?;
             Ok(Reply::json(200, &vmss::instance_json(&m, si, ii, expand)))
         }
@@ -159,7 +180,9 @@ pub fn serve(
                 .public_ips
                 .iter()
                 .find(|p| same(&p.id, &id))
-                .ok_or_else(|| missing(format!("Microsoft.Network/publicIPAddresses/{}", t.name)))?;
+                .ok_or_else(|| {
+                    missing(format!("Microsoft.Network/publicIPAddresses/{}", t.name))
+                })?;
             Ok(Reply::json(200, &m.public_ip_json(ip)))
         }
         Operation::AsyncOperation => poll(&mut m, t, call),
@@ -167,7 +190,11 @@ pub fn serve(
             let body: Value = serde_json::from_slice(&call.body)
                 .map_err(|e| ArmError::invalid_body(&e.to_string()))?;
             let asynchronous = m.lro.mode == LroMode::Async;
-            let state = if asynchronous { "Updating" } else { "Succeeded" };
+            let state = if asynchronous {
+                "Updating"
+            } else {
+                "Succeeded"
+            };
             let mut draft = m.clone();
             let mut linked = Linked::new();
             let written = if op == Operation::NicPut {
@@ -201,9 +228,10 @@ pub fn serve(
             *m = draft;
             Ok(answer_put(&mut m, op, t, call, written, asynchronous))
         }
-        Operation::ImdsInstance | Operation::ImdsToken | Operation::AadToken | Operation::Unknown => {
-            Err(ArmError::no_route(&call.path))
-        }
+        Operation::ImdsInstance
+        | Operation::ImdsToken
+        | Operation::AadToken
+        | Operation::Unknown => Err(ArmError::no_route(&call.path)),
     }
 }
 
@@ -217,7 +245,10 @@ fn put_instance(
 ) -> Result<bool, ArmError> {
     let (si, ii) = m.instance(&t.name, &t.child).ok_or_else(|| {
         ArmError::resource_not_found(
-            &format!("Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}", t.name, t.child),
+            &format!(
+                "Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}",
+                t.name, t.child
+            ),
             &m.group,
         )
     })?;
@@ -231,7 +262,14 @@ fn put_instance(
     Ok(false)
 }
 
-fn answer_put(m: &mut Model, op: Operation, t: &Target, call: &Call, created: bool, asynchronous: bool) -> Reply {
+fn answer_put(
+    m: &mut Model,
+    op: Operation,
+    t: &Target,
+    call: &Call,
+    created: bool,
+    asynchronous: bool,
+) -> Reply {
     let retry = m.lro.retry_after_seconds.to_string();
     if op == Operation::NicPut {
         let i = m
@@ -263,22 +301,35 @@ fn answer_put(m: &mut Model, op: Operation, t: &Target, call: &Call, created: bo
     );
     let op_id = lro::start(m, "Microsoft.Compute", nics, Some((set, index)));
     Reply::empty(202)
-        .header("Azure-AsyncOperation", lro::url(m, &call.base, "Microsoft.Compute", &op_id, false))
-        .header("Location", lro::url(m, &call.base, "Microsoft.Compute", &op_id, true))
+        .header(
+            "Azure-AsyncOperation",
+            lro::url(m, &call.base, "Microsoft.Compute", &op_id, false),
+        )
+        .header(
+            "Location",
+            lro::url(m, &call.base, "Microsoft.Compute", &op_id, true),
+        )
         .header("Retry-After", retry)
 }
 
 fn poll(m: &mut Model, t: &Target, call: &Call) -> Result<Reply, ArmError> {
     let retry = m.lro.retry_after_seconds.to_string();
-    let (done, status) = lro::poll(m, &t.name, &t.nic).ok_or_else(|| ArmError::not_found(&call.path))?;
+    let (done, status) =
+        lro::poll(m, &t.name, &t.nic).ok_or_else(|| ArmError::not_found(&call.path))?;
     let monitor = call.query.get("monitor").is_some_and(|v| v == "true");
     if !monitor {
         let reply = Reply::json(200, &status);
-        return Ok(if done { reply } else { reply.header("Retry-After", retry) });
+        return Ok(if done {
+            reply
+        } else {
+            reply.header("Retry-After", retry)
+        });
     }
     if !done {
         let location = format!("{}{}?{}", call.base, call.path, call.query_text);
-        return Ok(Reply::empty(202).header("Location", location).header("Retry-After", retry));
+        return Ok(Reply::empty(202)
+            .header("Location", location)
+            .header("Retry-After", retry));
     }
     let op = lro::find(m, &t.nic).expect("polled").clone();
     if let Some((set, index)) = &op.instance
@@ -300,7 +351,10 @@ fn page(m: &Model, items: Vec<Value>, call: &Call) -> Reply {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let end = (skip + m.page_size).min(items.len());
-    let value: Vec<Value> = items.get(skip..end).map(<[Value]>::to_vec).unwrap_or_default();
+    let value: Vec<Value> = items
+        .get(skip..end)
+        .map(<[Value]>::to_vec)
+        .unwrap_or_default();
     let mut doc = json!({"value": value});
     if end < items.len() {
         let mut next = format!("{}{}?", call.base, call.path);

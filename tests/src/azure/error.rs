@@ -82,7 +82,12 @@ impl ArmError {
     /// 401 for a token the emulator did not issue (or revoked).
     #[must_use]
     pub fn invalid_token(authority: &str) -> Self {
-        Self::new(401, "InvalidAuthenticationToken", "The access token is invalid.").header(
+        Self::new(
+            401,
+            "InvalidAuthenticationToken",
+            "The access token is invalid.",
+        )
+        .header(
             "WWW-Authenticate",
             format!(
                 "Bearer authorization_uri=\"{authority}\", error=\"invalid_token\", \
@@ -170,14 +175,20 @@ impl ArmError {
         Self::new(
             404,
             "InvalidResourceType",
-            format!("The resource type of '{path}' could not be found (not served by the emulator)."),
+            format!(
+                "The resource type of '{path}' could not be found (not served by the emulator)."
+            ),
         )
     }
 
     /// 400 for a body that is not the JSON expected.
     #[must_use]
     pub fn invalid_body(detail: &str) -> Self {
-        Self::new(400, "InvalidRequestContent", format!("The request content was invalid and could not be deserialized: {detail}"))
+        Self::new(
+            400,
+            "InvalidRequestContent",
+            format!("The request content was invalid and could not be deserialized: {detail}"),
+        )
     }
 
     /// 400 for a reference to a resource that does not exist.
@@ -186,7 +197,9 @@ impl ArmError {
         Self::new(
             400,
             "InvalidResourceReference",
-            format!("Resource {referenced} referenced by resource {by} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region."),
+            format!(
+                "Resource {referenced} referenced by resource {by} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region."
+            ),
         )
     }
 

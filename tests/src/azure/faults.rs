@@ -147,7 +147,12 @@ impl Faults {
     }
 
     /// Consume one use of the first matching rule; its answer.
-    pub(crate) fn take(&self, operation: Operation, method: &str, path: &str) -> Option<FaultAnswer> {
+    pub(crate) fn take(
+        &self,
+        operation: Operation,
+        method: &str,
+        path: &str,
+    ) -> Option<FaultAnswer> {
         let now = Instant::now();
         let path = path.to_ascii_lowercase();
         let mut rules = lock(&self.rules);

@@ -108,9 +108,17 @@ impl Identities {
                 "https://management.core.chinacloudapi.cn",
                 "https://management.chinacloudapi.cn",
             ),
-            _ => ("https://management.core.windows.net", "https://management.azure.com"),
+            _ => (
+                "https://management.core.windows.net",
+                "https://management.azure.com",
+            ),
         };
-        vec![format!("{core}/"), core.to_owned(), format!("{arm}/"), arm.to_owned()]
+        vec![
+            format!("{core}/"),
+            core.to_owned(),
+            format!("{arm}/"),
+            arm.to_owned(),
+        ]
     }
 
     /// Set the lifetime of tokens issued from now on.
@@ -203,7 +211,10 @@ impl Identities {
     /// `GET /metadata/identity/oauth2/token`.
     pub fn imds_token(&mut self, metadata: bool, query: &HashMap<String, String>) -> Reply {
         let bad = |description: &str| {
-            Reply::json(400, &json!({"error": "invalid_request", "error_description": description}))
+            Reply::json(
+                400,
+                &json!({"error": "invalid_request", "error_description": description}),
+            )
         };
         if !metadata {
             return bad("Required metadata header not specified");
@@ -254,22 +265,44 @@ impl Identities {
             )
         };
         if !tenant.eq_ignore_ascii_case(&self.spec.tenant_id) {
-            return fail(400, "invalid_request", 90002, format!(
-                "AADSTS90002: Tenant '{tenant}' not found. Check to make sure you have the correct \
-                 tenant ID and are signing into the correct cloud."));
+            return fail(
+                400,
+                "invalid_request",
+                90002,
+                format!(
+                    "AADSTS90002: Tenant '{tenant}' not found. Check to make sure you have the correct \
+                 tenant ID and are signing into the correct cloud."
+                ),
+            );
         }
         let grant = f.get("grant_type").map_or("", String::as_str);
         if grant != "client_credentials" {
-            return fail(400, "unsupported_grant_type", 70003, format!(
-                "AADSTS70003: The app requested an unsupported grant type '{grant}'."));
+            return fail(
+                400,
+                "unsupported_grant_type",
+                70003,
+                format!("AADSTS70003: The app requested an unsupported grant type '{grant}'."),
+            );
         }
         let Some(client_id) = f.get("client_id") else {
-            return fail(400, "invalid_request", 900_144, "AADSTS900144: The request body must \
-                contain the following parameter: 'client_id'.".to_owned());
+            return fail(
+                400,
+                "invalid_request",
+                900_144,
+                "AADSTS900144: The request body must \
+                contain the following parameter: 'client_id'."
+                    .to_owned(),
+            );
         };
         let Some(scope) = f.get("scope") else {
-            return fail(400, "invalid_request", 90014, "AADSTS90014: The required field 'scope' \
-                is missing from the credential.".to_owned());
+            return fail(
+                400,
+                "invalid_request",
+                90014,
+                "AADSTS90014: The required field 'scope' \
+                is missing from the credential."
+                    .to_owned(),
+            );
         };
         let Some(sp) = self
             .spec
@@ -278,37 +311,66 @@ impl Identities {
             .find(|s| s.client_id.eq_ignore_ascii_case(client_id))
             .cloned()
         else {
-            return fail(400, "unauthorized_client", 700_016, format!(
-                "AADSTS700016: Application with identifier '{client_id}' was not found in the \
-                 directory '{tenant}'."));
+            return fail(
+                400,
+                "unauthorized_client",
+                700_016,
+                format!(
+                    "AADSTS700016: Application with identifier '{client_id}' was not found in the \
+                 directory '{tenant}'."
+                ),
+            );
         };
         let ok = match (f.get("client_secret"), f.get("client_assertion")) {
             (Some(secret), _) => {
                 if sp.client_secret.as_deref() != Some(secret.as_str()) {
-                    return fail(401, "invalid_client", 7_000_215, format!(
-                        "AADSTS7000215: Invalid client secret provided. Ensure the secret being \
+                    return fail(
+                        401,
+                        "invalid_client",
+                        7_000_215,
+                        format!(
+                            "AADSTS7000215: Invalid client secret provided. Ensure the secret being \
                          sent in the request is the client secret value, not the client secret \
-                         ID, for a secret added to app '{}'.", sp.client_id));
+                         ID, for a secret added to app '{}'.",
+                            sp.client_id
+                        ),
+                    );
                 }
                 true
             }
             (None, Some(assertion)) => {
                 let kind = f.get("client_assertion_type").map_or("", String::as_str);
                 if kind != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
-                    return fail(400, "invalid_request", 50027, format!(
-                        "AADSTS50027: Invalid client_assertion_type '{kind}'."));
+                    return fail(
+                        400,
+                        "invalid_request",
+                        50027,
+                        format!("AADSTS50027: Invalid client_assertion_type '{kind}'."),
+                    );
                 }
                 if sp.federated_token.as_deref() != Some(assertion.as_str()) {
-                    return fail(401, "invalid_client", 70021, "AADSTS70021: No matching \
-                        federated identity record found for presented assertion.".to_owned());
+                    return fail(
+                        401,
+                        "invalid_client",
+                        70021,
+                        "AADSTS70021: No matching \
+                        federated identity record found for presented assertion."
+                            .to_owned(),
+                    );
                 }
                 true
             }
             (None, None) => false,
         };
         if !ok {
-            return fail(401, "invalid_client", 7_000_218, "AADSTS7000218: The request body must \
-                contain the following parameter: 'client_assertion' or 'client_secret'.".to_owned());
+            return fail(
+                401,
+                "invalid_client",
+                7_000_218,
+                "AADSTS7000218: The request body must \
+                contain the following parameter: 'client_assertion' or 'client_secret'."
+                    .to_owned(),
+            );
         }
         let audience = scope
             .split(' ')

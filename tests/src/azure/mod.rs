@@ -55,7 +55,7 @@ pub use self::{
     route::Operation,
     scenario::{
         IdentitySpec, InstanceSpec, LroMode, LroSpec, ManagedIdentitySpec, NicSpec, PrefixSpec,
-        PublicIpSpec, Scenario, ScaleSetSpec, ServicePrincipalSpec, SubnetSpec, VmSpec, VnetSpec,
+        PublicIpSpec, ScaleSetSpec, Scenario, ServicePrincipalSpec, SubnetSpec, VmSpec, VnetSpec,
     },
 };
 use self::{
@@ -129,8 +129,8 @@ impl ArmEmulatorBuilder {
         let model = Model::new(s).map_err(|e| StartError::Scenario(e.message))?;
         let roles = s.load_roles().map_err(StartError::Scenario)?;
         let addr = self.listen;
-        let listener =
-            std::net::TcpListener::bind(addr).map_err(|source| StartError::Bind { addr, source })?;
+        let listener = std::net::TcpListener::bind(addr)
+            .map_err(|source| StartError::Bind { addr, source })?;
         let setup = |source| StartError::Setup { source };
         let bound = listener.local_addr().map_err(setup)?;
         listener.set_nonblocking(true).map_err(setup)?;
@@ -231,7 +231,10 @@ impl ArmEmulator {
     #[must_use]
     pub fn resource_group_id(&self) -> String {
         let m = lock(&self.shared.model);
-        format!("/subscriptions/{}/resourceGroups/{}", m.subscription, m.group)
+        format!(
+            "/subscriptions/{}/resourceGroups/{}",
+            m.subscription, m.group
+        )
     }
 
     // ---- tokens ----
@@ -349,9 +352,7 @@ impl ArmEmulator {
     /// The private addresses of a NIC's ipConfigurations, in order.
     #[must_use]
     pub fn nic_addresses(&self, id: &str) -> Vec<Ipv4Addr> {
-        self.nic(id)
-            .map(|n| addresses(&n))
-            .unwrap_or_default()
+        self.nic(id).map(|n| addresses(&n)).unwrap_or_default()
     }
 
     /// The private addresses of every NIC of an instance (a VM or scale set VM ARM id, any
@@ -374,7 +375,9 @@ impl ArmEmulator {
     #[must_use]
     pub fn subnet_id(&self, subnet: &str) -> String {
         let m = lock(&self.shared.model);
-        let i = m.subnet_ref(subnet).unwrap_or_else(|e| panic!("{}", e.message));
+        let i = m
+            .subnet_ref(subnet)
+            .unwrap_or_else(|e| panic!("{}", e.message));
         m.subnets[i].id.clone()
     }
 
@@ -382,7 +385,9 @@ impl ArmEmulator {
     #[must_use]
     pub fn subnet_free(&self, subnet: &str) -> u64 {
         let m = lock(&self.shared.model);
-        let i = m.subnet_ref(subnet).unwrap_or_else(|e| panic!("{}", e.message));
+        let i = m
+            .subnet_ref(subnet)
+            .unwrap_or_else(|e| panic!("{}", e.message));
         m.subnets[i].free()
     }
 
@@ -390,7 +395,9 @@ impl ArmEmulator {
     #[must_use]
     pub fn subnet_ip_configurations(&self, subnet: &str) -> usize {
         let m = lock(&self.shared.model);
-        let i = m.subnet_ref(subnet).unwrap_or_else(|e| panic!("{}", e.message));
+        let i = m
+            .subnet_ref(subnet)
+            .unwrap_or_else(|e| panic!("{}", e.message));
         m.subnets[i].holders.len()
     }
 
@@ -407,7 +414,11 @@ impl ArmEmulator {
     /// Async operations not finished yet.
     #[must_use]
     pub fn pending_operations(&self) -> usize {
-        lock(&self.shared.model).ops.iter().filter(|o| !o.done).count()
+        lock(&self.shared.model)
+            .ops
+            .iter()
+            .filter(|o| !o.done)
+            .count()
     }
 
     // ---- mutations ----
@@ -420,7 +431,10 @@ impl ArmEmulator {
     }
 
     /// Delete a standalone VM and its NICs; whether it existed.
-    #[expect(clippy::must_use_candidate, reason = "deleting rarely needs the answer")]
+    #[expect(
+        clippy::must_use_candidate,
+        reason = "deleting rarely needs the answer"
+    )]
     pub fn delete_vm(&self, name: &str) -> bool {
         lock(&self.shared.model).delete_vm(name)
     }
@@ -433,7 +447,10 @@ impl ArmEmulator {
     }
 
     /// Delete scale set instance `index`; whether it existed.
-    #[expect(clippy::must_use_candidate, reason = "deleting rarely needs the answer")]
+    #[expect(
+        clippy::must_use_candidate,
+        reason = "deleting rarely needs the answer"
+    )]
     pub fn delete_vmss_instance(&self, vmss: &str, index: u32) -> bool {
         lock(&self.shared.model).delete_instance(vmss, &index.to_string())
     }
@@ -449,7 +466,9 @@ impl ArmEmulator {
     /// Fill a subnet with addresses held by no NIC of the scenario until `leave_free` are left.
     pub fn fill_subnet(&self, subnet: &str, leave_free: u64) {
         let mut m = lock(&self.shared.model);
-        let i = m.subnet_ref(subnet).unwrap_or_else(|e| panic!("{}", e.message));
+        let i = m
+            .subnet_ref(subnet)
+            .unwrap_or_else(|e| panic!("{}", e.message));
         let filler = m.network_id("networkInterfaces", "weft-emulator-filler");
         let mut n = m.subnets[i].holders.len();
         while m.subnets[i].free() > leave_free {
@@ -468,7 +487,9 @@ impl ArmEmulator {
     /// Give back every address [`ArmEmulator::fill_subnet`] took from a subnet.
     pub fn release_subnet_fillers(&self, subnet: &str) {
         let mut m = lock(&self.shared.model);
-        let i = m.subnet_ref(subnet).unwrap_or_else(|e| panic!("{}", e.message));
+        let i = m
+            .subnet_ref(subnet)
+            .unwrap_or_else(|e| panic!("{}", e.message));
         m.subnets[i]
             .holders
             .retain(|k, _| !k.contains("/weft-emulator-filler/"));
@@ -500,7 +521,9 @@ fn addresses(nic: &Value) -> Vec<Ipv4Addr> {
 }
 
 fn set_ip_config_count(m: &mut Model, nic_id: &str, total: usize) -> Result<(), ArmError> {
-    let i = m.nic_index(nic_id).ok_or_else(|| ArmError::not_found(nic_id))?;
+    let i = m
+        .nic_index(nic_id)
+        .ok_or_else(|| ArmError::not_found(nic_id))?;
     let nic = m.nics[i].clone();
     let vm_id = nic["properties"]["virtualMachine"]["id"]
         .as_str()
@@ -510,8 +533,10 @@ fn set_ip_config_count(m: &mut Model, nic_id: &str, total: usize) -> Result<(), 
         configs.truncate(total.max(1));
         let mut k = configs.len();
         while configs.len() < total {
-            configs.push(serde_json::json!({"name": format!("weft-fill-{k}"), "properties": {
-                "primary": false, "privateIPAddressVersion": "IPv4", "subnet": subnet}}));
+            configs.push(
+                serde_json::json!({"name": format!("weft-fill-{k}"), "properties": {
+                "primary": false, "privateIPAddressVersion": "IPv4", "subnet": subnet}}),
+            );
             k += 1;
         }
     };
@@ -519,13 +544,18 @@ fn set_ip_config_count(m: &mut Model, nic_id: &str, total: usize) -> Result<(), 
     if let Some(at) = vm_id.to_ascii_lowercase().find(vmss_marker) {
         let rest: Vec<&str> = vm_id[at + vmss_marker.len()..].split('/').collect();
         let (set, index) = (rest[0], rest.get(2).copied().unwrap_or(""));
-        let (si, ii) = m.instance(set, index).ok_or_else(|| ArmError::not_found(&vm_id))?;
+        let (si, ii) = m
+            .instance(set, index)
+            .ok_or_else(|| ArmError::not_found(&vm_id))?;
         let mut props = m.scale_sets[si].instances[ii].properties.clone();
         let name = nic["name"].as_str().unwrap_or("");
         let configs = props
             .get_mut("networkProfileConfiguration")
             .and_then(|n| n["networkInterfaceConfigurations"].as_array_mut())
-            .and_then(|a| a.iter_mut().find(|c| c["name"].as_str().is_some_and(|n| same(n, name))))
+            .and_then(|a| {
+                a.iter_mut()
+                    .find(|c| c["name"].as_str().is_some_and(|n| same(n, name)))
+            })
             .and_then(|c| c["properties"]["ipConfigurations"].as_array_mut())
             .ok_or_else(|| ArmError::not_found(nic_id))?;
         let subnet = configs[0]["properties"]["subnet"].clone();

@@ -212,7 +212,10 @@ impl Model {
             serial: 0,
         };
         for vnet in &s.vnets {
-            let rg = vnet.resource_group.clone().unwrap_or_else(|| s.resource_group.clone());
+            let rg = vnet
+                .resource_group
+                .clone()
+                .unwrap_or_else(|| s.resource_group.clone());
             if !m.groups.iter().any(|g| same(g, &rg)) {
                 m.groups.push(rg.clone());
             }
@@ -240,7 +243,9 @@ impl Model {
             for ip in &p.public_ips {
                 let address = match ip.address {
                     Some(a) => a,
-                    None => m.prefix_free(&id).ok_or_else(|| ArmError::prefix_full(&id, false))?,
+                    None => m
+                        .prefix_free(&id)
+                        .ok_or_else(|| ArmError::prefix_full(&id, false))?,
                 };
                 m.public_ips.push(PublicIp {
                     id: m.network_id("publicIPAddresses", &ip.name),
@@ -338,8 +343,16 @@ impl Model {
             .collect();
         match found.as_slice() {
             [i] => Ok(*i),
-            [] => Err(ArmError::new(400, "InvalidScenario", format!("no subnet {reference:?}"))),
-            _ => Err(ArmError::new(400, "InvalidScenario", format!("subnet {reference:?} is ambiguous: name the vnet"))),
+            [] => Err(ArmError::new(
+                400,
+                "InvalidScenario",
+                format!("no subnet {reference:?}"),
+            )),
+            _ => Err(ArmError::new(
+                400,
+                "InvalidScenario",
+                format!("subnet {reference:?} is ambiguous: name the vnet"),
+            )),
         }
     }
 
@@ -352,7 +365,9 @@ impl Model {
     /// The NIC with this id (case-insensitive).
     #[must_use]
     pub fn nic_index(&self, id: &str) -> Option<usize> {
-        self.nics.iter().position(|n| same(n["id"].as_str().unwrap_or(""), id))
+        self.nics
+            .iter()
+            .position(|n| same(n["id"].as_str().unwrap_or(""), id))
     }
 
     /// The scale set with this name.
@@ -365,7 +380,10 @@ impl Model {
     #[must_use]
     pub fn instance(&self, set: &str, index: &str) -> Option<(usize, usize)> {
         let s = self.scale_set(set)?;
-        let i = self.scale_sets[s].instances.iter().position(|i| same(&i.index, index))?;
+        let i = self.scale_sets[s]
+            .instances
+            .iter()
+            .position(|i| same(&i.index, index))?;
         Some((s, i))
     }
 
@@ -470,12 +488,19 @@ impl Model {
         index: u32,
         nics: Option<&[NicSpec]>,
     ) -> Result<(), ArmError> {
-        let s = self
-            .scale_set(set)
-            .ok_or_else(|| ArmError::resource_not_found(&format!("Microsoft.Compute/virtualMachineScaleSets/{set}"), &self.group))?;
+        let s = self.scale_set(set).ok_or_else(|| {
+            ArmError::resource_not_found(
+                &format!("Microsoft.Compute/virtualMachineScaleSets/{set}"),
+                &self.group,
+            )
+        })?;
         let index = index.to_string();
         if self.instance(set, &index).is_some() {
-            return Err(ArmError::new(409, "Conflict", format!("instance {index} exists")));
+            return Err(ArmError::new(
+                409,
+                "Conflict",
+                format!("instance {index} exists"),
+            ));
         }
         let specs = nics.map_or_else(|| self.scale_sets[s].model.clone(), <[NicSpec]>::to_vec);
         let set_name = self.scale_sets[s].name.clone();
@@ -501,7 +526,8 @@ impl Model {
             let mut props = json!({"primary": primary, "enableAcceleratedNetworking": false,
                 "ipConfigurations": ip_configs});
             if let Some(nsg) = &spec.nsg {
-                props["networkSecurityGroup"] = json!({"id": self.network_id("networkSecurityGroups", nsg)});
+                props["networkSecurityGroup"] =
+                    json!({"id": self.network_id("networkSecurityGroups", nsg)});
             }
             configs.push(json!({"name": spec.name, "properties": props}));
         }
@@ -528,7 +554,10 @@ impl Model {
         // Addresses given at start are claimed as the scenario says.
         for spec in &specs {
             if let Some(addr) = spec.address {
-                let nic_id = format!("{}/networkInterfaces/{}", self.scale_sets[si].instances[ii].id, spec.name);
+                let nic_id = format!(
+                    "{}/networkInterfaces/{}",
+                    self.scale_sets[si].instances[ii].id, spec.name
+                );
                 self.move_primary(&nic_id, addr)?;
             }
         }
@@ -559,10 +588,16 @@ impl Model {
     pub fn drop_nic(&mut self, id: &str) {
         let Some(i) = self.nic_index(id) else { return };
         let nic = self.nics.remove(i);
-        for cfg in nic["properties"]["ipConfigurations"].as_array().into_iter().flatten() {
+        for cfg in nic["properties"]["ipConfigurations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let cfg_id = cfg["id"].as_str().unwrap_or("");
             self.release(cfg_id);
-            self.public_ips.retain(|p| !(p.vmss_managed && p.ip_config.as_deref().is_some_and(|c| same(c, cfg_id))));
+            self.public_ips.retain(|p| {
+                !(p.vmss_managed && p.ip_config.as_deref().is_some_and(|c| same(c, cfg_id)))
+            });
             for p in &mut self.public_ips {
                 if p.ip_config.as_deref().is_some_and(|c| same(c, cfg_id)) {
                     p.ip_config = None;
@@ -615,10 +650,13 @@ impl Model {
             "enableIPForwarding": false, "virtualMachine": {"id": vm_id},
             "ipConfigurations": configs, "nicType": "Standard"});
         if let Some(nsg) = &spec.nsg {
-            props["networkSecurityGroup"] = json!({"id": self.network_id("networkSecurityGroups", nsg)});
+            props["networkSecurityGroup"] =
+                json!({"id": self.network_id("networkSecurityGroups", nsg)});
         }
-        Ok(json!({"name": name, "id": id, "etag": self.etag(), "type": "Microsoft.Network/networkInterfaces",
-            "location": self.location, "properties": props}))
+        Ok(
+            json!({"name": name, "id": id, "etag": self.etag(), "type": "Microsoft.Network/networkInterfaces",
+            "location": self.location, "properties": props}),
+        )
     }
 
     /// A fresh MAC in Azure's `00-0D-3A-..` form.
@@ -634,15 +672,22 @@ impl Model {
 
     /// Give a NIC's primary ipConfiguration the address `addr` instead of its current one.
     fn move_primary(&mut self, nic_id: &str, addr: Ipv4Addr) -> Result<(), ArmError> {
-        let i = self.nic_index(nic_id).ok_or_else(|| ArmError::not_found(nic_id))?;
+        let i = self
+            .nic_index(nic_id)
+            .ok_or_else(|| ArmError::not_found(nic_id))?;
         let (cfg_id, subnet_id) = {
             let cfg = &self.nics[i]["properties"]["ipConfigurations"][0];
             (
                 cfg["id"].as_str().unwrap_or("").to_owned(),
-                cfg["properties"]["subnet"]["id"].as_str().unwrap_or("").to_owned(),
+                cfg["properties"]["subnet"]["id"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
             )
         };
-        let subnet = self.subnet_by_id(&subnet_id).ok_or_else(|| ArmError::not_found(&subnet_id))?;
+        let subnet = self
+            .subnet_by_id(&subnet_id)
+            .ok_or_else(|| ArmError::not_found(&subnet_id))?;
         self.release(&cfg_id);
         self.claim(subnet, &cfg_id, addr)?;
         self.nics[i]["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"] =
@@ -654,7 +699,11 @@ impl Model {
     #[must_use]
     pub fn subnet_json(&self, i: usize) -> Value {
         let s = &self.subnets[i];
-        let configs: Vec<Value> = s.holders.values().map(|(id, _)| json!({"id": id})).collect();
+        let configs: Vec<Value> = s
+            .holders
+            .values()
+            .map(|(id, _)| json!({"id": id}))
+            .collect();
         json!({"name": s.name, "id": s.id, "etag": "W/\"00000000-0000-0000-0000-000000000000\"",
             "type": "Microsoft.Network/virtualNetworks/subnets",
             "properties": {"provisioningState": "Succeeded", "addressPrefix": s.cidr.to_string(),

@@ -87,9 +87,17 @@ pub fn wanted(cfg: &Value, vmss: bool) -> Result<Wanted, ArmError> {
         .and_then(|s| s["id"].as_str())
         .ok_or_else(|| ArmError::invalid_body(&format!("ipConfiguration {name} has no subnet.id")))?
         .to_owned();
-    let static_ip = (props.get("privateIPAllocationMethod").and_then(Value::as_str)
+    let static_ip = (props
+        .get("privateIPAllocationMethod")
+        .and_then(Value::as_str)
         == Some("Static"))
-    .then(|| props.get("privateIPAddress").and_then(Value::as_str)?.parse().ok())
+    .then(|| {
+        props
+            .get("privateIPAddress")
+            .and_then(Value::as_str)?
+            .parse()
+            .ok()
+    })
     .flatten();
     let asgs = props
         .get("applicationSecurityGroups")
@@ -117,18 +125,30 @@ pub fn wanted(cfg: &Value, vmss: bool) -> Result<Wanted, ArmError> {
                     name: p["name"].as_str().unwrap_or("publicip").to_owned(),
                     prefix: p["properties"]["publicIPPrefix"]["id"]
                         .as_str()
-                        .ok_or_else(|| ArmError::invalid_body("publicIPAddress without id or publicIPPrefix.id"))?
+                        .ok_or_else(|| {
+                            ArmError::invalid_body(
+                                "publicIPAddress without id or publicIPPrefix.id",
+                            )
+                        })?
                         .to_owned(),
                 },
             },
             _ => Public::None,
         }
     };
-    for read_only in ["provisioningState", "privateIPAddress", "publicIPAddress", "publicIPAddressConfiguration"] {
+    for read_only in [
+        "provisioningState",
+        "privateIPAddress",
+        "publicIPAddress",
+        "publicIPAddressConfiguration",
+    ] {
         props.remove(read_only);
     }
     Ok(Wanted {
-        primary: props.get("primary").and_then(Value::as_bool).unwrap_or(false),
+        primary: props
+            .get("primary")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         name,
         props,
         subnet,
@@ -153,8 +173,14 @@ fn old_configs(old: &[Value]) -> BTreeMap<String, Old> {
                 c["name"].as_str()?.to_ascii_lowercase(),
                 Old {
                     address: p["privateIPAddress"].as_str().and_then(|a| a.parse().ok()),
-                    subnet: p["subnet"]["id"].as_str().unwrap_or("").to_ascii_lowercase(),
-                    state: p["provisioningState"].as_str().unwrap_or("Succeeded").to_owned(),
+                    subnet: p["subnet"]["id"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_ascii_lowercase(),
+                    state: p["provisioningState"]
+                        .as_str()
+                        .unwrap_or("Succeeded")
+                        .to_owned(),
                     asgs: p["applicationSecurityGroups"]
                         .as_array()
                         .into_iter()
@@ -231,7 +257,9 @@ pub fn reconcile(
             .get(&w.name.to_ascii_lowercase())
             .filter(|o| same(&o.subnet, &w.subnet));
         let (address, cfg_state) = match (old, w.static_ip) {
-            (Some(o), None) if o.address.is_some() => (o.address.expect("checked"), o.state.clone()),
+            (Some(o), None) if o.address.is_some() => {
+                (o.address.expect("checked"), o.state.clone())
+            }
             (Some(o), Some(a)) if o.address == Some(a) => (a, o.state.clone()),
             (kept, requested) => {
                 m.release(&id);
@@ -342,7 +370,11 @@ fn attach_public(
                 let nic_name = nic_id.rsplit('/').next().unwrap_or("nic");
                 let mut candidate = name.clone();
                 let mut n = 1;
-                while m.public_ips.iter().any(|p| !p.vmss_managed && same(&p.name, &candidate)) {
+                while m
+                    .public_ips
+                    .iter()
+                    .any(|p| !p.vmss_managed && same(&p.name, &candidate))
+                {
                     candidate = if n == 1 {
                         format!("{name}-{nic_name}")
                     } else {
@@ -425,8 +457,13 @@ pub fn put_nic(
         .and_then(|o| o["properties"]["ipConfigurations"].as_array().cloned())
         .unwrap_or_default();
     let rendered = reconcile(m, &id, &old_configs, wanted, state, linked)?;
-    let old_props = old.as_ref().map(|o| o["properties"].clone()).unwrap_or(Value::Null);
-    let nsg = props.get("networkSecurityGroup").and_then(|n| n["id"].as_str());
+    let old_props = old
+        .as_ref()
+        .map(|o| o["properties"].clone())
+        .unwrap_or(Value::Null);
+    let nsg = props
+        .get("networkSecurityGroup")
+        .and_then(|n| n["id"].as_str());
     if let Some(nsg) = nsg
         && !old_props["networkSecurityGroup"]["id"]
             .as_str()

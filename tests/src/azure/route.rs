@@ -172,7 +172,10 @@ pub fn route(method: &str, path: &str) -> Route {
         if eq(segs[1], "instance") {
             return Route::ImdsInstance(segs[2..].join("/"));
         }
-        if segs.len() == 4 && eq(segs[1], "identity") && eq(segs[2], "oauth2") && eq(segs[3], "token")
+        if segs.len() == 4
+            && eq(segs[1], "identity")
+            && eq(segs[2], "oauth2")
+            && eq(segs[3], "token")
         {
             return Route::ImdsToken;
         }
@@ -212,19 +215,47 @@ pub fn route(method: &str, path: &str) -> Route {
     let name = |i: usize| rest[i].to_owned();
     let op = match (lower.as_slice(), get, put) {
         (["microsoft.compute", "virtualmachinescalesets"], true, _) => Operation::VmssList,
-        (["microsoft.compute", "virtualmachinescalesets", _, "networkinterfaces"], true, _) => {
+        (
+            [
+                "microsoft.compute",
+                "virtualmachinescalesets",
+                _,
+                "networkinterfaces",
+            ],
+            true,
+            _,
+        ) => {
             t.name = name(2);
             Operation::VmssNicList
         }
-        (["microsoft.compute", "virtualmachinescalesets", _, "virtualmachines", _], g, p)
-            if g || p =>
-        {
+        (
+            [
+                "microsoft.compute",
+                "virtualmachinescalesets",
+                _,
+                "virtualmachines",
+                _,
+            ],
+            g,
+            p,
+        ) if g || p => {
             t.name = name(2);
             t.child = name(4);
-            if g { Operation::VmssVmGet } else { Operation::VmssVmPut }
+            if g {
+                Operation::VmssVmGet
+            } else {
+                Operation::VmssVmPut
+            }
         }
         (
-            ["microsoft.compute", "virtualmachinescalesets", _, "virtualmachines", _, "networkinterfaces"],
+            [
+                "microsoft.compute",
+                "virtualmachinescalesets",
+                _,
+                "virtualmachines",
+                _,
+                "networkinterfaces",
+            ],
             true,
             _,
         ) => {
@@ -233,7 +264,15 @@ pub fn route(method: &str, path: &str) -> Route {
             Operation::VmssVmNicList
         }
         (
-            ["microsoft.compute", "virtualmachinescalesets", _, "virtualmachines", _, "networkinterfaces", _],
+            [
+                "microsoft.compute",
+                "virtualmachinescalesets",
+                _,
+                "virtualmachines",
+                _,
+                "networkinterfaces",
+                _,
+            ],
             true,
             _,
         ) => {
@@ -271,7 +310,11 @@ pub fn route(method: &str, path: &str) -> Route {
         (["microsoft.network", "networkinterfaces"], true, _) => Operation::NicList,
         (["microsoft.network", "networkinterfaces", _], g, p) if g || p => {
             t.name = name(2);
-            if g { Operation::NicGet } else { Operation::NicPut }
+            if g {
+                Operation::NicGet
+            } else {
+                Operation::NicPut
+            }
         }
         (["microsoft.network", "virtualnetworks", _, "subnets", _], true, _) => {
             t.name = name(2);

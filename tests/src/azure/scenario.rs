@@ -72,7 +72,8 @@ impl Scenario {
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
-        let mut scenario = Self::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut scenario =
+            Self::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         if let Some(file) = &scenario.role_file
             && Path::new(file).is_relative()
             && let Some(dir) = path.parent()

@@ -145,7 +145,11 @@ pub struct Outcome {
 }
 
 /// Accept connections until `shutdown` fires.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: oneshot::Receiver<()>) {
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: oneshot::Receiver<()>,
+) {
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -164,7 +168,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut shutdown: one
     }
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let at = Instant::now();
     let time = SystemTime::now();
     let (parts, body) = req.into_parts();
@@ -226,7 +233,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             entry.query,
             entry.status,
             entry.operation,
-            entry.action.as_deref().map(|a| format!(" [{a}]")).unwrap_or_default()
+            entry
+                .action
+                .as_deref()
+                .map(|a| format!(" [{a}]"))
+                .unwrap_or_default()
         );
     }
     shared.log.record(entry);
@@ -239,13 +250,27 @@ fn fault_error(shared: &Shared, answer: &FaultAnswer) -> ArmError {
             ArmError::throttled(&lock(&shared.model).subscription, *retry_after_secs)
         }
         FaultAnswer::Internal => ArmError::internal(),
-        FaultAnswer::NotFound => ArmError::new(404, "ResourceNotFound", "The Resource was not found (injected by the emulator)."),
-        FaultAnswer::Error { status, code, message } => ArmError::new(*status, code, message.clone()),
+        FaultAnswer::NotFound => ArmError::new(
+            404,
+            "ResourceNotFound",
+            "The Resource was not found (injected by the emulator).",
+        ),
+        FaultAnswer::Error {
+            status,
+            code,
+            message,
+        } => ArmError::new(*status, code, message.clone()),
         FaultAnswer::Latency(_) => unreachable!("latency is served, not answered"),
     }
 }
 
-fn dispatch(shared: &Shared, route: &Route, call: &Call, metadata: bool, outcome: &mut Outcome) -> Reply {
+fn dispatch(
+    shared: &Shared,
+    route: &Route,
+    call: &Call,
+    metadata: bool,
+    outcome: &mut Outcome,
+) -> Reply {
     match route {
         Route::ImdsInstance(path) => {
             let compute = {

@@ -54,7 +54,9 @@ pub fn apply_model(
         properties.insert("networkProfileConfiguration".into(), n.clone());
     }
     // Cilium sends `imageReference: null` (omitted): the image stays what it was.
-    let image = &old_props.get("storageProfile").map(|s| s["imageReference"].clone());
+    let image = &old_props
+        .get("storageProfile")
+        .map(|s| s["imageReference"].clone());
     if let Some(Value::Object(storage)) = properties.get_mut("storageProfile")
         && storage.get("imageReference").is_none_or(Value::is_null)
         && let Some(image) = image.as_ref().filter(|i| !i.is_null())
@@ -83,7 +85,11 @@ pub fn apply_model(
         if let Some(first) = wanted.first()
             && let Some(other) = wanted.iter().find(|w| !same(&w.subnet, &first.subnet))
         {
-            return Err(ArmError::vmss_different_subnets(name, &first.subnet, &other.subnet));
+            return Err(ArmError::vmss_different_subnets(
+                name,
+                &first.subnet,
+                &other.subnet,
+            ));
         }
         let existing = m.nic_index(&nic_id);
         let old = existing.map(|i| m.nics[i].clone());
@@ -92,7 +98,9 @@ pub fn apply_model(
             .and_then(|o| o["properties"]["ipConfigurations"].as_array().cloned())
             .unwrap_or_default();
         let rendered = nics::reconcile(m, &nic_id, &old_cfgs, wanted, state, linked)?;
-        let old_model = old_nics.iter().find(|o| o["name"].as_str().is_some_and(|n| same(n, name)));
+        let old_model = old_nics
+            .iter()
+            .find(|o| o["name"].as_str().is_some_and(|n| same(n, name)));
         let nsg = nic["properties"]["networkSecurityGroup"]["id"].as_str();
         if let Some(nsg) = nsg
             && !old_model
@@ -101,7 +109,11 @@ pub fn apply_model(
         {
             linked.push((NSG_JOIN.to_owned(), nsg.to_owned()));
         }
-        let keep = |field: &str| old.as_ref().map(|o| o["properties"][field].clone()).filter(|v| !v.is_null());
+        let keep = |field: &str| {
+            old.as_ref()
+                .map(|o| o["properties"][field].clone())
+                .filter(|v| !v.is_null())
+        };
         let mac = keep("macAddress").unwrap_or_else(|| json!(m.mac()));
         let guid = keep("resourceGuid").unwrap_or_else(|| json!(m.uuid()));
         let p = &nic["properties"];
@@ -121,8 +133,13 @@ pub fn apply_model(
         }
     }
     for old in &old_nics {
-        let Some(name) = old["name"].as_str() else { continue };
-        if !configs.iter().any(|c| c["name"].as_str().is_some_and(|n| same(n, name))) {
+        let Some(name) = old["name"].as_str() else {
+            continue;
+        };
+        if !configs
+            .iter()
+            .any(|c| c["name"].as_str().is_some_and(|n| same(n, name)))
+        {
             m.drop_nic(&format!("{inst_id}/networkInterfaces/{name}"));
         }
     }

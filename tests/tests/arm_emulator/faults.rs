@@ -21,7 +21,9 @@ fn throttling_answers_429_with_retry_after_for_a_count() {
     client.get(&nics).expect(200);
     // Other operations were never throttled.
     client
-        .get(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachineScaleSets"
+        )))
         .expect(200);
     assert_eq!(emulator.log().count_status(Operation::NicList, 429), 2);
     assert_eq!(emulator.log().count_status(Operation::NicList, 200), 1);
@@ -53,24 +55,47 @@ fn throttling_for_a_time_window_ends() {
 fn errors_and_latency_by_path() {
     let emulator = ArmEmulator::start(scenario());
     let client = Client::new(&emulator);
-    let one = v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/1/networkInterfaces"));
-    let zero = v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/0/networkInterfaces"));
+    let one = v(&format!(
+        "{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/1/networkInterfaces"
+    ));
+    let zero = v(&format!(
+        "{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/0/networkInterfaces"
+    ));
     emulator.inject(Fault::not_found(None).path("/virtualMachines/1/").times(1));
-    emulator.inject(Fault::internal(Some(Operation::VmssVmNicList)).method("GET").times(1));
+    emulator.inject(
+        Fault::internal(Some(Operation::VmssVmNicList))
+            .method("GET")
+            .times(1),
+    );
     assert_eq!(client.get(&one).expect(404).code(), "ResourceNotFound");
     assert_eq!(client.get(&zero).expect(500).code(), "InternalServerError");
     client.get(&one).expect(200);
     client.get(&zero).expect(200);
-    emulator.inject(Fault::latency(Some(Operation::SubnetGet), Duration::from_millis(300)));
+    emulator.inject(Fault::latency(
+        Some(Operation::SubnetGet),
+        Duration::from_millis(300),
+    ));
     let start = Instant::now();
     client
-        .get(&v(&format!("{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
+        )))
         .expect(200);
-    assert!(start.elapsed() >= Duration::from_millis(300), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
     emulator.clear_faults();
     let start = Instant::now();
     client
-        .get(&v(&format!("{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
+        )))
         .expect(200);
-    assert!(start.elapsed() < Duration::from_millis(300), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
 }

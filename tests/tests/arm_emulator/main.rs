@@ -75,9 +75,8 @@ pub struct Resp {
 impl Resp {
     /// The body as JSON (panics with the body if it is not).
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("not JSON ({e}), status {}: {:?}", self.status, self.text())
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}), status {}: {:?}", self.status, self.text()))
     }
 
     /// The body as text.
@@ -95,7 +94,10 @@ impl Resp {
 
     /// `error.code` of an ARM error body.
     pub fn code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap_or("").to_owned()
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
     }
 
     /// Panic unless the status is `status`.
@@ -143,7 +145,13 @@ impl Client {
     }
 
     /// Send a request to `target` (a path with its query, or an absolute URL on the emulator).
-    pub fn send(&self, method: &str, target: &str, headers: &[(&str, &str)], body: Option<Bytes>) -> Resp {
+    pub fn send(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Resp {
         let path = target.strip_prefix(&self.base).unwrap_or(target).to_owned();
         let mut req = Request::builder()
             .method(method)
@@ -188,7 +196,12 @@ impl Client {
     /// PUT a JSON body.
     pub fn put(&self, target: &str, body: &Value) -> Resp {
         let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON"));
-        self.send("PUT", target, &[("content-type", "application/json")], Some(bytes))
+        self.send(
+            "PUT",
+            target,
+            &[("content-type", "application/json")],
+            Some(bytes),
+        )
     }
 
     /// Every item of a paged list, following `nextLink`; the number of pages too.
@@ -247,6 +260,10 @@ pub fn addresses(nic: &Value) -> Vec<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|c| c["properties"]["privateIPAddress"].as_str().map(str::to_owned))
+        .filter_map(|c| {
+            c["properties"]["privateIPAddress"]
+                .as_str()
+                .map(str::to_owned)
+        })
         .collect()
 }

@@ -23,10 +23,15 @@ use super::{Client, S, SCENARIO, v};
 fn program_prints_its_url_serves_and_exits_0_on_sigterm() {
     let dir = std::env::temp_dir().join(unique("arm-emulator-"));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let role = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/azure/weft-ipam-vmss.json");
+    let role = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/azure/weft-ipam-vmss.json");
     std::fs::copy(&role, dir.join("role.json")).expect("copy the role");
     let file = dir.join("scenario.yaml");
-    std::fs::write(&file, format!("{SCENARIO}roleFile: role.json\npageSize: 1\n")).expect("write the scenario");
+    std::fs::write(
+        &file,
+        format!("{SCENARIO}roleFile: role.json\npageSize: 1\n"),
+    )
+    .expect("write the scenario");
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_arm-emulator"))
         .arg("--scenario")
@@ -91,7 +96,10 @@ fn program_prints_its_url_serves_and_exits_0_on_sigterm() {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
-        assert!(Instant::now() < deadline, "arm-emulator still runs 10 s after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "arm-emulator still runs 10 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
@@ -102,7 +110,10 @@ fn program_prints_its_url_serves_and_exits_0_on_sigterm() {
         .read_to_string(&mut stderr)
         .expect("stderr");
     assert!(status.success(), "exit status {status}; stderr:\n{stderr}");
-    assert!(stderr.contains("Interfaces.ListVirtualMachineScaleSetNetworkInterfaces"), "{stderr}");
+    assert!(
+        stderr.contains("Interfaces.ListVirtualMachineScaleSetNetworkInterfaces"),
+        "{stderr}"
+    );
     assert!(stderr.contains("SIGTERM"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

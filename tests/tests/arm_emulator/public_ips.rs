@@ -22,15 +22,23 @@ fn ok(r: Resp, status: u16) -> Result<Resp, Failed> {
 
 /// The id of the first prefix tagged `weft: egress` with addresses left.
 pub fn find_prefix(client: &Client) -> Result<String, Failed> {
-    let list = ok(client.get(&v(&format!("{S}/Microsoft.Network/publicIPPrefixes"))), 200)?.json();
+    let list = ok(
+        client.get(&v(&format!("{S}/Microsoft.Network/publicIPPrefixes"))),
+        200,
+    )?
+    .json();
     list["value"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|p| {
-            let cidr: Option<ipnet::Ipv4Net> = p["properties"]["ipPrefix"].as_str().and_then(|c| c.parse().ok());
+            let cidr: Option<ipnet::Ipv4Net> = p["properties"]["ipPrefix"]
+                .as_str()
+                .and_then(|c| c.parse().ok());
             let total = cidr.map_or(0, |c| 1usize << (32 - c.prefix_len()));
-            let used = p["properties"]["publicIPAddresses"].as_array().map_or(0, Vec::len);
+            let used = p["properties"]["publicIPAddresses"]
+                .as_array()
+                .map_or(0, Vec::len);
             p["tags"]["weft"] == "egress"
                 && p["properties"]["provisioningState"] == "Succeeded"
                 && used < total
@@ -41,7 +49,13 @@ pub fn find_prefix(client: &Client) -> Result<String, Failed> {
 
 /// Cilium's VM path for `vm`: its public IP.
 pub fn static_ip_vm(client: &Client, vm: &str) -> Result<String, Failed> {
-    let vm = ok(client.get(&v(&format!("{S}/Microsoft.Compute/virtualMachines/{vm}?$expand=instanceView"))), 200)?.json();
+    let vm = ok(
+        client.get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachines/{vm}?$expand=instanceView"
+        ))),
+        200,
+    )?
+    .json();
     let nic_id = vm["properties"]["networkProfile"]["networkInterfaces"]
         .as_array()
         .into_iter()
@@ -71,13 +85,21 @@ pub fn static_ip_vm(client: &Client, vm: &str) -> Result<String, Failed> {
         .expect("a public IP id")
         .to_owned();
     let ip = ok(client.get(&v(&ip_id)), 200)?.json();
-    Ok(ip["properties"]["ipAddress"].as_str().unwrap_or("").to_owned())
+    Ok(ip["properties"]["ipAddress"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned())
 }
 
 /// Cilium's scale set path for instance `index`: its public IP.
 pub fn static_ip_vmss(client: &Client, index: u32) -> Result<String, Failed> {
-    let vm_path = format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/{index}");
-    let mut vm = ok(client.get(&v(&format!("{vm_path}?$expand=instanceView"))), 200)?.json();
+    let vm_path =
+        format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/{index}");
+    let mut vm = ok(
+        client.get(&v(&format!("{vm_path}?$expand=instanceView"))),
+        200,
+    )?
+    .json();
     let prefix = find_prefix(client)?;
     let nic = vm["properties"]["networkProfileConfiguration"]["networkInterfaceConfigurations"]
         .as_array_mut()
@@ -114,7 +136,10 @@ pub fn static_ip_vmss(client: &Client, index: u32) -> Result<String, Failed> {
         200,
     )?
     .json();
-    Ok(ips["value"][0]["properties"]["ipAddress"].as_str().unwrap_or("").to_owned())
+    Ok(ips["value"][0]["properties"]["ipAddress"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned())
 }
 
 #[test]
@@ -126,8 +151,16 @@ fn standalone_vm_gets_a_static_ip_from_the_tagged_prefix() {
     assert_eq!(ip, "20.0.0.1");
     // Running the flow again keeps the same address.
     assert_eq!(static_ip_vm(&client, "standalone-0"), Ok(ip));
-    let prefixes = client.get(&v(&format!("{S}/Microsoft.Network/publicIPPrefixes"))).expect(200).json();
-    assert_eq!(prefixes["value"][0]["properties"]["publicIPAddresses"].as_array().map(Vec::len), Some(2));
+    let prefixes = client
+        .get(&v(&format!("{S}/Microsoft.Network/publicIPPrefixes")))
+        .expect(200)
+        .json();
+    assert_eq!(
+        prefixes["value"][0]["properties"]["publicIPAddresses"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
 }
 
 #[test]
@@ -136,18 +169,27 @@ fn scale_set_vms_get_static_ips_until_the_prefix_is_full() {
     let client = Client::new(&emulator);
     assert_eq!(static_ip_vmss(&client, 0).as_deref(), Ok("20.0.0.1"));
     assert_eq!(static_ip_vmss(&client, 1).as_deref(), Ok("20.0.0.2"));
-    assert_eq!(static_ip_vm(&client, "standalone-0").as_deref(), Ok("20.0.0.3"));
+    assert_eq!(
+        static_ip_vm(&client, "standalone-0").as_deref(),
+        Ok("20.0.0.3")
+    );
     // The /30 prefix is full now: Cilium finds no prefix; a direct PUT is refused.
     assert_eq!(find_prefix(&client), Err((404, "no prefix".to_owned())));
     emulator.add_vmss_instance(VMSS, 2, None);
     let vm_path = format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/2");
     let mut vm = client.get(&v(&vm_path)).expect(200).json();
-    let prefix = format!("{}/providers/Microsoft.Network/publicIPPrefixes/weft-prefix", emulator.resource_group_id());
+    let prefix = format!(
+        "{}/providers/Microsoft.Network/publicIPPrefixes/weft-prefix",
+        emulator.resource_group_id()
+    );
     vm["properties"]["networkProfileConfiguration"]["networkInterfaceConfigurations"][0]["properties"]
         ["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"] =
         json!({"name": "pip", "properties": {"publicIPPrefix": {"id": prefix}}});
     let refused = client.put(&v(&vm_path), &vm).expect(400);
-    assert_eq!(refused.code(), "PublicIpPrefixOutOfIpAddressesForVMScaleSet");
+    assert_eq!(
+        refused.code(),
+        "PublicIpPrefixOutOfIpAddressesForVMScaleSet"
+    );
     // Deleting an instance deletes its scale-set-managed public IP.
     assert!(emulator.delete_vmss_instance(VMSS, 0));
     assert_eq!(emulator.public_ips().len(), 3);

@@ -18,13 +18,20 @@ fn lists_page_through_next_link() {
     )));
     assert_eq!((nics.len(), pages), (2, 2));
     let first = client
-        .get(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/networkInterfaces")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/networkInterfaces"
+        )))
         .expect(200)
         .json();
     let next = first["nextLink"].as_str().expect("a nextLink");
-    assert!(next.contains("api-version=") && next.starts_with(&emulator.url()), "{next}");
+    assert!(
+        next.contains("api-version=") && next.starts_with(&emulator.url()),
+        "{next}"
+    );
     emulator.set_page_size(50);
-    let (all, pages) = client.list(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/networkInterfaces")));
+    let (all, pages) = client.list(&v(&format!(
+        "{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/networkInterfaces"
+    )));
     assert_eq!((all.len(), pages), (2, 1));
     assert_eq!(nics, all);
 }
@@ -49,23 +56,32 @@ fn names_match_in_any_case_and_ids_keep_theirs() {
     assert_eq!(cfg["primary"], true);
     assert_eq!(cfg["provisioningState"], "Succeeded");
     assert!(
-        cfg["subnet"]["id"]
-            .as_str()
-            .is_some_and(|s| s.contains("/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet")),
+        cfg["subnet"]["id"].as_str().is_some_and(|s| s
+            .contains("/providers/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet")),
         "{cfg}"
     );
     // The standalone VM NIC by a differently cased name.
     let got = client
-        .get(&v(&format!("{S}/Microsoft.Network/networkInterfaces/STANDALONE-0-NIC")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Network/networkInterfaces/STANDALONE-0-NIC"
+        )))
         .expect(200)
         .json();
     assert_eq!(got["name"], "standalone-0-nic");
     let vm = client
-        .get(&v(&format!("{S}/Microsoft.Compute/virtualMachines/Standalone-0?$expand=instanceView")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachines/Standalone-0?$expand=instanceView"
+        )))
         .expect(200)
         .json();
-    assert_eq!(vm["properties"]["networkProfile"]["networkInterfaces"][0]["id"], got["id"]);
-    assert!(vm["properties"]["instanceView"]["statuses"].is_array(), "{vm}");
+    assert_eq!(
+        vm["properties"]["networkProfile"]["networkInterfaces"][0]["id"],
+        got["id"]
+    );
+    assert!(
+        vm["properties"]["instanceView"]["statuses"].is_array(),
+        "{vm}"
+    );
 }
 
 #[test]
@@ -77,32 +93,48 @@ fn missing_resources_and_empty_scale_sets_are_404() {
         s.scale_sets.push(empty);
     });
     let client = Client::new(&emulator);
-    let (sets, _) = client.list(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets")));
+    let (sets, _) = client.list(&v(&format!(
+        "{S}/Microsoft.Compute/virtualMachineScaleSets"
+    )));
     let capacity = |name: &str| {
         sets.iter()
             .find(|s| s["name"] == name)
             .map(|s| s["sku"]["capacity"].clone())
             .unwrap_or(Value::Null)
     };
-    assert_eq!((capacity(VMSS), capacity("empty-vmss")), (2.into(), 0.into()));
+    assert_eq!(
+        (capacity(VMSS), capacity("empty-vmss")),
+        (2.into(), 0.into())
+    );
     let empty = client
-        .get(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets/empty-vmss/networkInterfaces")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachineScaleSets/empty-vmss/networkInterfaces"
+        )))
         .expect(404);
     assert_eq!(empty.code(), "ResourceNotFound");
-    let gone = format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/7/networkInterfaces");
+    let gone = format!(
+        "{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/7/networkInterfaces"
+    );
     assert_eq!(client.get(&v(&gone)).expect(404).code(), "ResourceNotFound");
     client
         .get(&v(&format!("{S}/Microsoft.Network/networkInterfaces/nope")))
         .expect(404);
     let subnet = client
-        .get(&v(&format!("{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/nope")))
+        .get(&v(&format!(
+            "{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/nope"
+        )))
         .expect(404);
     assert_eq!(subnet.code(), "NotFound");
     let other_rg = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/other/providers/Microsoft.Network/networkInterfaces";
-    assert_eq!(client.get(&v(other_rg)).expect(404).code(), "ResourceGroupNotFound");
+    assert_eq!(
+        client.get(&v(other_rg)).expect(404).code(),
+        "ResourceGroupNotFound"
+    );
 
     // Instances come and go at run time.
-    let one = format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/1/networkInterfaces");
+    let one = format!(
+        "{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/1/networkInterfaces"
+    );
     client.get(&v(&one)).expect(200);
     assert!(emulator.delete_vmss_instance(VMSS, 1));
     client.get(&v(&one)).expect(404);
@@ -118,7 +150,9 @@ fn missing_resources_and_empty_scale_sets_are_404() {
 fn subnet_free_count_is_what_cilium_computes() {
     let emulator = ArmEmulator::start(scenario());
     let client = Client::new(&emulator);
-    let path = v(&format!("{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"));
+    let path = v(&format!(
+        "{S}/Microsoft.Network/virtualNetworks/aks-vnet/subnets/aks-subnet"
+    ));
     let free = || {
         let subnet = client.get(&path).expect(200).json();
         let prefix: ipnet::Ipv4Net = subnet["properties"]["addressPrefix"]

@@ -17,7 +17,9 @@ use super::{
 };
 
 fn role(file: &str) -> RoleDefinition {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/azure").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/azure")
+        .join(file);
     RoleDefinition::from_file(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -31,24 +33,43 @@ fn expect(r: super::Resp, status: u16) -> Result<super::Resp, Failed> {
 
 /// Cilium's full resync: scale sets, their NICs, the group's NICs, their subnets.
 fn resync(client: &Client) -> Result<(), Failed> {
-    let sets = expect(client.get(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets"))), 200)?.json();
+    let sets = expect(
+        client.get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachineScaleSets"
+        ))),
+        200,
+    )?
+    .json();
     let mut nics: Vec<Value> = Vec::new();
     for set in sets["value"].as_array().into_iter().flatten() {
         if set["sku"]["capacity"] == 0 {
             continue;
         }
         let name = set["name"].as_str().unwrap_or("");
-        let r = client.get(&v(&format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{name}/networkInterfaces")));
+        let r = client.get(&v(&format!(
+            "{S}/Microsoft.Compute/virtualMachineScaleSets/{name}/networkInterfaces"
+        )));
         if r.status == 404 {
             continue;
         }
-        nics.extend(expect(r, 200)?.json()["value"].as_array().cloned().unwrap_or_default());
+        nics.extend(
+            expect(r, 200)?.json()["value"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
     }
-    let own = expect(client.get(&v(&format!("{S}/Microsoft.Network/networkInterfaces"))), 200)?.json();
+    let own = expect(
+        client.get(&v(&format!("{S}/Microsoft.Network/networkInterfaces"))),
+        200,
+    )?
+    .json();
     nics.extend(own["value"].as_array().cloned().unwrap_or_default());
     let subnets: BTreeSet<String> = nics
         .iter()
-        .filter_map(|n| n["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str())
+        .filter_map(|n| {
+            n["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str()
+        })
         .map(str::to_owned)
         .collect();
     for id in subnets {
@@ -61,11 +82,16 @@ fn resync(client: &Client) -> Result<(), Failed> {
 fn allocate_vmss(client: &Client) -> Result<(), Failed> {
     let path = format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/0");
     let mut vm = expect(client.get(&v(&format!("{path}?$expand=instanceView"))), 200)?.json();
-    let nic = &mut vm["properties"]["networkProfileConfiguration"]["networkInterfaceConfigurations"][0];
+    let nic =
+        &mut vm["properties"]["networkProfileConfiguration"]["networkInterfaceConfigurations"][0];
     let first = nic["properties"]["ipConfigurations"][0]["properties"].clone();
     let subnet = first["subnet"]["id"].as_str().unwrap_or("").to_owned();
     if let Some(configs) = nic["properties"]["ipConfigurations"].as_array_mut() {
-        configs.push(cilium_vmss_config("Cilium-vmss0001", &subnet, &first["applicationSecurityGroups"]));
+        configs.push(cilium_vmss_config(
+            "Cilium-vmss0001",
+            &subnet,
+            &first["applicationSecurityGroups"],
+        ));
     }
     vm["properties"]["storageProfile"]["imageReference"] = Value::Null;
     let put = expect(client.put(&v(&path), &vm), 202)?;
@@ -76,12 +102,18 @@ fn allocate_vmss(client: &Client) -> Result<(), Failed> {
 
 /// Cilium's standalone VM allocation.
 fn allocate_vm(client: &Client) -> Result<(), Failed> {
-    let path = v(&format!("{S}/Microsoft.Network/networkInterfaces/standalone-0-nic"));
+    let path = v(&format!(
+        "{S}/Microsoft.Network/networkInterfaces/standalone-0-nic"
+    ));
     let mut nic = expect(client.get(&path), 200)?.json();
     let first = nic["properties"]["ipConfigurations"][0]["properties"].clone();
     let subnet = first["subnet"]["id"].as_str().unwrap_or("").to_owned();
     if let Some(configs) = nic["properties"]["ipConfigurations"].as_array_mut() {
-        configs.push(cilium_nic_config("Cilium-vm000001", &subnet, &first["applicationSecurityGroups"]));
+        configs.push(cilium_nic_config(
+            "Cilium-vm000001",
+            &subnet,
+            &first["applicationSecurityGroups"],
+        ));
     }
     let put = expect(client.put(&path, &nic), 200)?;
     client.wait(&put);
@@ -97,13 +129,21 @@ struct Topology {
 
 const TOPOLOGIES: [Topology; 4] = [
     Topology {
-        files: &["weft-ipam-common.json", "weft-ipam-vmss.json", "weft-ipam-asg.json"],
+        files: &[
+            "weft-ipam-common.json",
+            "weft-ipam-vmss.json",
+            "weft-ipam-asg.json",
+        ],
         vms: false,
         scale_sets: true,
         flow: |c| resync(c).and_then(|()| allocate_vmss(c)),
     },
     Topology {
-        files: &["weft-ipam-common.json", "weft-ipam-vm.json", "weft-ipam-asg.json"],
+        files: &[
+            "weft-ipam-common.json",
+            "weft-ipam-vm.json",
+            "weft-ipam-asg.json",
+        ],
         vms: true,
         scale_sets: false,
         flow: |c| resync(c).and_then(|()| allocate_vm(c)),
@@ -161,7 +201,12 @@ fn run(t: &Topology, roles: Vec<RoleDefinition>) -> Result<(), Failed> {
 fn each_topology_passes_with_its_role_files_and_needs_every_action() {
     for t in &TOPOLOGIES {
         let roles: Vec<RoleDefinition> = t.files.iter().map(|f| role(f)).collect();
-        assert_eq!(run(t, roles.clone()), Ok(()), "{:?} are not enough", t.files);
+        assert_eq!(
+            run(t, roles.clone()),
+            Ok(()),
+            "{:?} are not enough",
+            t.files
+        );
         let actions: BTreeSet<String> = roles.iter().flat_map(|r| r.actions.clone()).collect();
         for action in &actions {
             let without: Vec<RoleDefinition> = roles
@@ -176,7 +221,10 @@ fn each_topology_passes_with_its_role_files_and_needs_every_action() {
                     code == "AuthorizationFailed" || code == "LinkedAuthorizationFailed",
                     "{code}"
                 ),
-                other => panic!("{:?} without {action}: {other:?} (the action is not needed)", t.files),
+                other => panic!(
+                    "{:?} without {action}: {other:?} (the action is not needed)",
+                    t.files
+                ),
             }
         }
     }
@@ -187,7 +235,9 @@ fn a_missing_action_gives_the_exact_authorization_failed_text() {
     let emulator = ArmEmulator::start(scenario());
     emulator.set_role(Some(role("weft-ipam-common.json")));
     let client = Client::new(&emulator);
-    client.get(&v(&format!("{S}/Microsoft.Network/networkInterfaces"))).expect(200);
+    client
+        .get(&v(&format!("{S}/Microsoft.Network/networkInterfaces")))
+        .expect(200);
     let path = format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/0");
     let r = client.get(&v(&path)).expect(403);
     assert_eq!(r.code(), "AuthorizationFailed");
@@ -218,7 +268,10 @@ fn a_missing_action_gives_the_exact_authorization_failed_text() {
 #[test]
 fn a_missing_linked_action_refuses_the_put_and_changes_nothing() {
     let emulator = ArmEmulator::start(scenario());
-    emulator.set_roles(vec![role("weft-ipam-common.json"), role("weft-ipam-vmss.json")]);
+    emulator.set_roles(vec![
+        role("weft-ipam-common.json"),
+        role("weft-ipam-vmss.json"),
+    ]);
     let client = Client::new(&emulator);
     let nic_id = emulator.vmss_nic_id(VMSS, 0, VMSS);
     let before = emulator.nic_addresses(&nic_id);
@@ -231,7 +284,10 @@ fn a_missing_linked_action_refuses_the_put_and_changes_nothing() {
         .into_iter()
         .find(|r| r.operation == Operation::VmssVmPut)
         .expect("the PUT was logged");
-    let asg = format!("{}/providers/Microsoft.Network/applicationSecurityGroups/asg-nodes", emulator.resource_group_id());
+    let asg = format!(
+        "{}/providers/Microsoft.Network/applicationSecurityGroups/asg-nodes",
+        emulator.resource_group_id()
+    );
     assert!(
         put.linked.contains(&(
             "Microsoft.Network/applicationSecurityGroups/joinIpConfiguration/action".to_owned(),
@@ -250,20 +306,34 @@ fn wildcards_and_not_actions() {
     let client = Client::new(&emulator);
     emulator.set_role(Some(RoleDefinition {
         name: "readers".into(),
-        actions: vec!["Microsoft.Network/*/read".into(), "microsoft.compute/*/READ".into()],
+        actions: vec![
+            "Microsoft.Network/*/read".into(),
+            "microsoft.compute/*/READ".into(),
+        ],
         ..RoleDefinition::default()
     }));
     assert_eq!(resync(&client), Ok(()));
-    assert_eq!(allocate_vm(&client), Err((403, "AuthorizationFailed".to_owned())));
+    assert_eq!(
+        allocate_vm(&client),
+        Err((403, "AuthorizationFailed".to_owned()))
+    );
     emulator.set_role(Some(RoleDefinition {
         name: "all but NIC writes".into(),
         actions: vec!["*".into()],
         not_actions: vec!["Microsoft.Network/networkInterfaces/write".into()],
         ..RoleDefinition::default()
     }));
-    assert_eq!(allocate_vm(&client), Err((403, "AuthorizationFailed".to_owned())));
+    assert_eq!(
+        allocate_vm(&client),
+        Err((403, "AuthorizationFailed".to_owned()))
+    );
     assert_eq!(allocate_vmss(&client), Ok(()));
     // Assigned at another resource group only: nothing in the nodes' group is allowed.
-    emulator.set_role_scopes(vec!["/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/elsewhere".into()]);
-    assert_eq!(resync(&client), Err((403, "AuthorizationFailed".to_owned())));
+    emulator.set_role_scopes(vec![
+        "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/elsewhere".into(),
+    ]);
+    assert_eq!(
+        resync(&client),
+        Err((403, "AuthorizationFailed".to_owned()))
+    );
 }

@@ -13,7 +13,9 @@ use weft_tests::azure::{
 use super::{Client, S, VMSS, addresses, cilium_nic_config, cilium_vmss_config, scenario, v};
 
 fn nic_path() -> String {
-    v(&format!("{S}/Microsoft.Network/networkInterfaces/standalone-0-nic"))
+    v(&format!(
+        "{S}/Microsoft.Network/networkInterfaces/standalone-0-nic"
+    ))
 }
 
 fn vm_path(index: u32) -> String {
@@ -23,8 +25,11 @@ fn vm_path(index: u32) -> String {
 /// The NIC with `n` Cilium configs appended.
 fn nic_with(client: &Client, names: &[&str], subnet: &str) -> Value {
     let mut nic = client.get(&nic_path()).expect(200).json();
-    let asgs = nic["properties"]["ipConfigurations"][0]["properties"]["applicationSecurityGroups"].clone();
-    let configs = nic["properties"]["ipConfigurations"].as_array_mut().expect("configs");
+    let asgs =
+        nic["properties"]["ipConfigurations"][0]["properties"]["applicationSecurityGroups"].clone();
+    let configs = nic["properties"]["ipConfigurations"]
+        .as_array_mut()
+        .expect("configs");
     for name in names {
         configs.push(cilium_nic_config(name, subnet, &asgs));
     }
@@ -37,10 +42,17 @@ fn vm_with(client: &Client, index: u32, names: &[&str], subnet: &str) -> Value {
         .get(&v(&format!("{}?$expand=instanceView", vm_path(index))))
         .expect(200)
         .json();
-    assert!(vm["properties"]["instanceView"].is_object(), "no instanceView: {vm}");
-    let nic = &mut vm["properties"]["networkProfileConfiguration"]["networkInterfaceConfigurations"][0];
-    let asgs = nic["properties"]["ipConfigurations"][0]["properties"]["applicationSecurityGroups"].clone();
-    let configs = nic["properties"]["ipConfigurations"].as_array_mut().expect("configs");
+    assert!(
+        vm["properties"]["instanceView"].is_object(),
+        "no instanceView: {vm}"
+    );
+    let nic =
+        &mut vm["properties"]["networkProfileConfiguration"]["networkInterfaceConfigurations"][0];
+    let asgs =
+        nic["properties"]["ipConfigurations"][0]["properties"]["applicationSecurityGroups"].clone();
+    let configs = nic["properties"]["ipConfigurations"]
+        .as_array_mut()
+        .expect("configs");
     for name in names {
         configs.push(cilium_vmss_config(name, subnet, &asgs));
     }
@@ -69,7 +81,12 @@ fn nic_put_assigns_lowest_free_addresses_through_an_async_operation() {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|c| c["properties"]["provisioningState"].as_str().unwrap_or("").to_owned())
+            .map(|c| {
+                c["properties"]["provisioningState"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
             .collect()
     };
     assert_eq!(states(&body), ["Succeeded", "Updating", "Updating"]);
@@ -98,8 +115,16 @@ fn synchronous_mode_answers_succeeded_at_once() {
     assert!(put.header("azure-asyncoperation").is_none());
     let body = put.json();
     assert_eq!(body["properties"]["provisioningState"], "Succeeded");
-    assert_eq!(body["properties"]["ipConfigurations"][1]["properties"]["provisioningState"], "Succeeded");
-    let vm = vm_with(&client, 0, &["Cilium-two"], &emulator.subnet_id("aks-subnet"));
+    assert_eq!(
+        body["properties"]["ipConfigurations"][1]["properties"]["provisioningState"],
+        "Succeeded"
+    );
+    let vm = vm_with(
+        &client,
+        0,
+        &["Cilium-two"],
+        &emulator.subnet_id("aks-subnet"),
+    );
     let put = client.put(&v(&vm_path(0)), &vm).expect(200);
     assert_eq!(put.json()["properties"]["provisioningState"], "Succeeded");
 }
@@ -114,13 +139,19 @@ fn vmss_vm_put_keeps_one_subnet_per_nic_and_polls_async() {
     let refused = client
         .put(&v(&vm_path(0)), &vm_with(&client, 0, &["Cilium-x"], &other))
         .expect(400);
-    assert_eq!(refused.code(), "VMScaleSetIpConfigurationsOnSameNicCannotUseDifferentSubnets");
+    assert_eq!(
+        refused.code(),
+        "VMScaleSetIpConfigurationsOnSameNicCannotUseDifferentSubnets"
+    );
     assert_eq!(emulator.nic_addresses(&nic_id), before);
     assert_eq!(emulator.pending_operations(), 0);
 
     let subnet = emulator.subnet_id("aks-subnet");
     let put = client
-        .put(&v(&vm_path(0)), &vm_with(&client, 0, &["Cilium-a", "Cilium-b"], &subnet))
+        .put(
+            &v(&vm_path(0)),
+            &vm_with(&client, 0, &["Cilium-a", "Cilium-b"], &subnet),
+        )
         .expect(202);
     let location = put.header("location").expect("a Location");
     client.get(&location).expect(202);
@@ -132,13 +163,23 @@ fn vmss_vm_put_keeps_one_subnet_per_nic_and_polls_async() {
         "the image was dropped: {done}"
     );
     let (nics, _) = client.list(&v(&format!("{}/networkInterfaces", vm_path(0))));
-    assert_eq!(addresses(&nics[0]), ["10.240.0.5", "10.240.0.7", "10.240.0.8"]);
-    let cfgs = nics[0]["properties"]["ipConfigurations"].as_array().expect("configs");
-    assert!(cfgs.iter().all(|c| c["properties"]["provisioningState"] == "Succeeded"));
+    assert_eq!(
+        addresses(&nics[0]),
+        ["10.240.0.5", "10.240.0.7", "10.240.0.8"]
+    );
+    let cfgs = nics[0]["properties"]["ipConfigurations"]
+        .as_array()
+        .expect("configs");
     assert!(
-        cfgs[2]["id"].as_str().is_some_and(|id| id.ends_with(&format!(
-            "virtualMachines/0/networkInterfaces/{VMSS}/ipConfigurations/Cilium-b"
-        ))),
+        cfgs.iter()
+            .all(|c| c["properties"]["provisioningState"] == "Succeeded")
+    );
+    assert!(
+        cfgs[2]["id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with(&format!(
+                "virtualMachines/0/networkInterfaces/{VMSS}/ipConfigurations/Cilium-b"
+            ))),
         "{}",
         cfgs[2]["id"]
     );
@@ -152,7 +193,10 @@ fn at_most_256_ip_configurations_per_nic() {
     let nic_id = emulator.vm_nic_id("standalone-0-nic");
     emulator.set_ip_config_count(&nic_id, IP_CONFIGS_PER_NIC - 1);
     let refused = client
-        .put(&nic_path(), &nic_with(&client, &["Cilium-1", "Cilium-2"], &subnet))
+        .put(
+            &nic_path(),
+            &nic_with(&client, &["Cilium-1", "Cilium-2"], &subnet),
+        )
         .expect(400);
     assert_eq!(refused.code(), TOO_MANY_IP_CONFIGS);
     assert_eq!(emulator.nic_addresses(&nic_id).len(), 255);
@@ -164,7 +208,10 @@ fn at_most_256_ip_configurations_per_nic() {
     let vmss_nic = emulator.vmss_nic_id(VMSS, 1, VMSS);
     emulator.set_ip_config_count(&vmss_nic, IP_CONFIGS_PER_NIC);
     let refused = client
-        .put(&v(&vm_path(1)), &vm_with(&client, 1, &["Cilium-3"], &subnet))
+        .put(
+            &v(&vm_path(1)),
+            &vm_with(&client, 1, &["Cilium-3"], &subnet),
+        )
         .expect(400);
     assert_eq!(refused.code(), TOO_MANY_IP_CONFIGS);
     assert_eq!(emulator.nic_addresses(&vmss_nic).len(), 256);
@@ -176,7 +223,10 @@ fn a_full_subnet_refuses_and_fewer_configs_give_addresses_back() {
     let client = Client::new(&emulator);
     let subnet = emulator.subnet_id("aks-subnet");
     let put = client
-        .put(&nic_path(), &nic_with(&client, &["Cilium-1", "Cilium-2", "Cilium-3"], &subnet))
+        .put(
+            &nic_path(),
+            &nic_with(&client, &["Cilium-1", "Cilium-2", "Cilium-3"], &subnet),
+        )
         .expect(200);
     client.wait(&put);
     assert_eq!(emulator.subnet_free("aks-subnet"), 1013);
@@ -192,10 +242,18 @@ fn a_full_subnet_refuses_and_fewer_configs_give_addresses_back() {
 
     emulator.fill_subnet("aks-subnet", 1);
     let refused = client
-        .put(&nic_path(), &nic_with(&client, &["Cilium-4", "Cilium-5"], &subnet))
+        .put(
+            &nic_path(),
+            &nic_with(&client, &["Cilium-4", "Cilium-5"], &subnet),
+        )
         .expect(400);
     assert_eq!(refused.code(), "SubnetIsFull");
-    assert_eq!(emulator.nic_addresses(&emulator.vm_nic_id("standalone-0-nic")).len(), 2);
+    assert_eq!(
+        emulator
+            .nic_addresses(&emulator.vm_nic_id("standalone-0-nic"))
+            .len(),
+        2
+    );
     assert_eq!(emulator.subnet_free("aks-subnet"), 1);
     client
         .put(&nic_path(), &nic_with(&client, &["Cilium-4"], &subnet))
