@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{
     error::ArmError,
     faults::lock,
+    identity::Principal,
     lro,
     model::{Model, same},
     nics::{self, Linked},
@@ -57,7 +58,14 @@ pub fn serve(
             ));
         }
     }
-    let mut m = lock(&shared.model);
+    if matches!(op, Operation::NicPut | Operation::VmssVmPut) {
+        return write(shared, op, t, call, &principal, outcome);
+    }
+    read(&mut lock(&shared.model), op, t, call)
+}
+
+/// The GETs.
+fn read(m: &mut Model, op: Operation, t: &Target, call: &Call) -> Result<Reply, ArmError> {
     let expand = call
         .query
         .get("$expand")
@@ -66,30 +74,13 @@ pub fn serve(
     let missing = |what: String| ArmError::resource_not_found(&what, &group);
     match op {
         Operation::VmssList => {
-            let items = m.scale_sets.iter().map(|s| m.scale_set_json(s)).collect();
-            Ok(page(&m, items, call))
+            let items: Vec<Value> = m.scale_sets.iter().map(|s| m.scale_set_json(s)).collect();
+            Ok(page(m, &items, call))
         }
-        Operation::VmssNicList => {
-            let si = m.scale_set(&t.name).ok_or_else(|| {
-                missing(format!(
-                    "Microsoft.Compute/virtualMachineScaleSets/{}",
-                    t.name
-                ))
-            })?;
-            let items: Vec<Value> = (0..m.scale_sets[si].instances.len())
-                .flat_map(|ii| vmss::instance_nics(&m, si, ii))
-                .collect();
-            if items.is_empty() {
-                return Err(missing(format!(
-                    "Microsoft.Compute/virtualMachineScaleSets/{}/networkInterfaces",
-                    t.name
-                )));
-            }
-            Ok(page(&m, items, call))
-        }
+        Operation::VmssNicList => scale_set_nics(m, t, call),
         Operation::NicList => {
             let prefix = m.network_id("networkInterfaces", "").to_ascii_lowercase();
-            let items = m
+            let items: Vec<Value> = m
                 .nics
                 .iter()
                 .filter(|n| {
@@ -99,38 +90,10 @@ pub fn serve(
                 })
                 .cloned()
                 .collect();
-            Ok(page(&m, items, call))
+            Ok(page(m, &items, call))
         }
         Operation::VmssVmNicList | Operation::VmssVmNicGet | Operation::VmssVmPublicIpList => {
-            let (si, ii) = m.instance(&t.name, &t.child).ok_or_else(|| {
-                missing(format!(
-                    "Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}",
-                    t.name, t.child
-                ))
-            })?;
-            let nics = vmss::instance_nics(&m, si, ii);
-            if op == Operation::VmssVmNicList {
-                return Ok(page(&m, nics, call));
-            }
-            let nic = nics
-                .into_iter()
-                .find(|n| n["name"].as_str().is_some_and(|n| same(n, &t.nic)))
-                .ok_or_else(|| ArmError::not_found(scope))?;
-            if op == Operation::VmssVmNicGet {
-                return Ok(Reply::json(200, &nic));
-            }
-            let cfg_id = format!(
-                "{}/ipConfigurations/{}",
-                nic["id"].as_str().unwrap_or(""),
-                t.ip_config
-            );
-            let items = m
-                .public_ips
-                .iter()
-                .filter(|p| p.ip_config.as_deref().is_some_and(|c| same(c, &cfg_id)))
-                .map(|p| m.public_ip_json(p))
-                .collect();
-            Ok(page(&m, items, call))
+            instance_children(m, op, t, call)
         }
         Operation::SubnetGet => {
             let id = format!(
@@ -157,7 +120,7 @@ pub fn serve(
                     t.name, t.child
                 ))
             })?;
-            Ok(Reply::json(200, &vmss::instance_json(&m, si, ii, expand)))
+            Ok(Reply::json(200, &vmss::instance_json(m, si, ii, expand)))
         }
         Operation::VmGet => {
             let vm = m
@@ -168,8 +131,8 @@ pub fn serve(
             Ok(Reply::json(200, &m.vm_json(vm, expand)))
         }
         Operation::PrefixList => {
-            let items = m.prefixes.iter().map(|p| m.prefix_json(p)).collect();
-            Ok(page(&m, items, call))
+            let items: Vec<Value> = m.prefixes.iter().map(|p| m.prefix_json(p)).collect();
+            Ok(page(m, &items, call))
         }
         Operation::PublicIpGet => {
             let id = format!(
@@ -185,54 +148,123 @@ pub fn serve(
                 })?;
             Ok(Reply::json(200, &m.public_ip_json(ip)))
         }
-        Operation::AsyncOperation => poll(&mut m, t, call),
-        Operation::NicPut | Operation::VmssVmPut => {
-            let body: Value = serde_json::from_slice(&call.body)
-                .map_err(|e| ArmError::invalid_body(&e.to_string()))?;
-            let asynchronous = m.lro.mode == LroMode::Async;
-            let state = if asynchronous {
-                "Updating"
-            } else {
-                "Succeeded"
-            };
-            let mut draft = m.clone();
-            let mut linked = Linked::new();
-            let written = if op == Operation::NicPut {
-                nics::put_nic(&mut draft, &t.name, body, state, &mut linked)?
-            } else {
-                put_instance(&mut draft, t, body, state, &mut linked)?
-            };
-            linked.sort();
-            linked.dedup();
-            outcome.linked.clone_from(&linked);
-            let action = op.action().expect("PUTs are authorized");
-            {
-                let roles = lock(&shared.roles);
-                if let Some((linked_action, linked_scope)) =
-                    linked.iter().find(|(a, s)| !roles.allows(a, s))
-                {
-                    return Err(ArmError::new(
-                        403,
-                        "LinkedAuthorizationFailed",
-                        linked_authorization_failed(
-                            &principal.client_id,
-                            &principal.object_id,
-                            action,
-                            scope,
-                            linked_action,
-                            linked_scope,
-                        ),
-                    ));
-                }
-            }
-            *m = draft;
-            Ok(answer_put(&mut m, op, t, call, written, asynchronous))
-        }
-        Operation::ImdsInstance
+        Operation::AsyncOperation => poll(m, t, call),
+        Operation::NicPut
+        | Operation::VmssVmPut
+        | Operation::ImdsInstance
         | Operation::ImdsToken
         | Operation::AadToken
         | Operation::Unknown => Err(ArmError::no_route(&call.path)),
     }
+}
+
+/// Every NIC of a scale set's instances (404 when there are none, as Azure answers).
+fn scale_set_nics(m: &Model, t: &Target, call: &Call) -> Result<Reply, ArmError> {
+    let missing = |what: String| ArmError::resource_not_found(&what, &m.group);
+    let si = m.scale_set(&t.name).ok_or_else(|| {
+        missing(format!(
+            "Microsoft.Compute/virtualMachineScaleSets/{}",
+            t.name
+        ))
+    })?;
+    let items: Vec<Value> = (0..m.scale_sets[si].instances.len())
+        .flat_map(|ii| vmss::instance_nics(m, si, ii))
+        .collect();
+    if items.is_empty() {
+        return Err(missing(format!(
+            "Microsoft.Compute/virtualMachineScaleSets/{}/networkInterfaces",
+            t.name
+        )));
+    }
+    Ok(page(m, &items, call))
+}
+
+/// A scale set VM's NIC list, one of its NICs, or an ipConfiguration's public IPs.
+fn instance_children(m: &Model, op: Operation, t: &Target, call: &Call) -> Result<Reply, ArmError> {
+    let scope = call.path.trim_end_matches('/');
+    let missing = |what: String| ArmError::resource_not_found(&what, &m.group);
+    let (si, ii) = m.instance(&t.name, &t.child).ok_or_else(|| {
+        missing(format!(
+            "Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{}",
+            t.name, t.child
+        ))
+    })?;
+    let nics = vmss::instance_nics(m, si, ii);
+    if op == Operation::VmssVmNicList {
+        return Ok(page(m, &nics, call));
+    }
+    let nic = nics
+        .into_iter()
+        .find(|n| n["name"].as_str().is_some_and(|n| same(n, &t.nic)))
+        .ok_or_else(|| ArmError::not_found(scope))?;
+    if op == Operation::VmssVmNicGet {
+        return Ok(Reply::json(200, &nic));
+    }
+    let cfg_id = format!(
+        "{}/ipConfigurations/{}",
+        nic["id"].as_str().unwrap_or(""),
+        t.ip_config
+    );
+    let items: Vec<Value> = m
+        .public_ips
+        .iter()
+        .filter(|p| p.ip_config.as_deref().is_some_and(|c| same(c, &cfg_id)))
+        .map(|p| m.public_ip_json(p))
+        .collect();
+    Ok(page(m, &items, call))
+}
+
+/// The PUTs: written to a draft, linked actions checked, then committed and answered.
+fn write(
+    shared: &Shared,
+    op: Operation,
+    t: &Target,
+    call: &Call,
+    principal: &Principal,
+    outcome: &mut Outcome,
+) -> Result<Reply, ArmError> {
+    let scope = call.path.trim_end_matches('/');
+    let mut m = lock(&shared.model);
+    let body: Value =
+        serde_json::from_slice(&call.body).map_err(|e| ArmError::invalid_body(&e.to_string()))?;
+    let asynchronous = m.lro.mode == LroMode::Async;
+    let state = if asynchronous {
+        "Updating"
+    } else {
+        "Succeeded"
+    };
+    let mut draft = m.clone();
+    let mut linked = Linked::new();
+    let written = if op == Operation::NicPut {
+        nics::put_nic(&mut draft, &t.name, body, state, &mut linked)?
+    } else {
+        put_instance(&mut draft, t, body, state, &mut linked)?
+    };
+    linked.sort();
+    linked.dedup();
+    outcome.linked.clone_from(&linked);
+    let action = op.action().expect("PUTs are authorized");
+    {
+        let roles = lock(&shared.roles);
+        if let Some((linked_action, linked_scope)) =
+            linked.iter().find(|(a, s)| !roles.allows(a, s))
+        {
+            return Err(ArmError::new(
+                403,
+                "LinkedAuthorizationFailed",
+                linked_authorization_failed(
+                    &principal.client_id,
+                    &principal.object_id,
+                    action,
+                    scope,
+                    linked_action,
+                    linked_scope,
+                ),
+            ));
+        }
+    }
+    *m = draft;
+    Ok(answer_put(&mut m, op, t, call, written, asynchronous))
 }
 
 /// `VirtualMachineScaleSetVMs.Update`; always `false` (an instance is never created).
@@ -344,7 +376,7 @@ fn poll(m: &mut Model, t: &Target, call: &Call) -> Result<Reply, ArmError> {
 }
 
 /// One page of `items` per `$skiptoken`, with a `nextLink` if more follow.
-fn page(m: &Model, items: Vec<Value>, call: &Call) -> Reply {
+fn page(m: &Model, items: &[Value], call: &Call) -> Reply {
     let skip: usize = call
         .query
         .get("$skiptoken")

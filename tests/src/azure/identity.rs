@@ -231,9 +231,8 @@ impl Identities {
             .cloned();
         let client_id = match (wanted, self.spec.managed_identities.as_slice()) {
             (Some(id), mis) if mis.iter().any(|m| m.client_id.eq_ignore_ascii_case(&id)) => id,
-            (Some(_), _) => return bad("Identity not found"),
             (None, [only]) => only.client_id.clone(),
-            (None, []) => return bad("Identity not found"),
+            (Some(_), _) | (None, []) => return bad("Identity not found"),
             (None, _) => {
                 return bad(
                     "Multiple user assigned identities exist, please specify the clientId / \
@@ -253,6 +252,10 @@ impl Identities {
     }
 
     /// `POST /{tenant}/oauth2/v2.0/token` with a form body.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one check per AAD error, in AAD's order, reads best as one list"
+    )]
     pub fn aad_token(&mut self, tenant: &str, body: &str) -> Reply {
         let f = form(body);
         let fail = |status: u16, error: &str, code: u32, description: String| {

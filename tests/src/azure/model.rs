@@ -66,7 +66,7 @@ pub struct Vm {
     /// ARM id.
     pub id: String,
     /// `properties.vmId`.
-    pub vm_id: String,
+    pub unique_id: String,
     /// Its NICs' ids (primary first).
     pub nic_ids: Vec<String>,
 }
@@ -446,7 +446,7 @@ impl Model {
         let vm = Vm {
             name: name.to_owned(),
             id: self.compute_id("virtualMachines", name),
-            vm_id: self.uuid(),
+            unique_id: self.uuid(),
             nic_ids: Vec::new(),
         };
         let vm_id = vm.id.clone();
@@ -755,7 +755,7 @@ impl Model {
             .collect();
         let mut v = json!({"name": vm.name, "id": vm.id, "type": "Microsoft.Compute/virtualMachines",
             "location": self.location,
-            "properties": {"vmId": vm.vm_id, "provisioningState": "Succeeded",
+            "properties": {"vmId": vm.unique_id, "provisioningState": "Succeeded",
                 "hardwareProfile": {"vmSize": "Standard_D4s_v3"},
                 "networkProfile": {"networkInterfaces": nics}}});
         if expand {

@@ -459,8 +459,7 @@ pub fn put_nic(
     let rendered = reconcile(m, &id, &old_configs, wanted, state, linked)?;
     let old_props = old
         .as_ref()
-        .map(|o| o["properties"].clone())
-        .unwrap_or(Value::Null);
+        .map_or(Value::Null, |o| o["properties"].clone());
     let nsg = props
         .get("networkSecurityGroup")
         .and_then(|n| n["id"].as_str());

@@ -36,6 +36,10 @@ fn nic_configs(props: &Map<String, Value>) -> Vec<Value> {
 ///
 /// # Errors
 /// The 256 limit, the same-subnet rule, or any error of [`nics::reconcile`].
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass over the NIC configurations: validate, reconcile, render, store"
+)]
 pub fn apply_model(
     m: &mut Model,
     si: usize,

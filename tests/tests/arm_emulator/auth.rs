@@ -57,7 +57,7 @@ fn expired_tokens_are_refused_and_fresh_ones_work() {
         client.get(&nics).expect(401).code(),
         "ExpiredAuthenticationToken"
     );
-    emulator.set_token_lifetime(Duration::from_secs(60));
+    emulator.set_token_lifetime(Duration::from_mins(1));
     client.token = Some(emulator.token());
     client.get(&nics).expect(200);
 }

@@ -23,7 +23,7 @@ use serde_json::Value;
 use weft_tests::azure::{ArmEmulator, Scenario};
 
 /// The scenario most tests use: one VMSS with 2 instances, one standalone VM, one prefix.
-pub const SCENARIO: &str = r"
+pub(crate) const SCENARIO: &str = r"
 subscriptionId: 11111111-2222-3333-4444-555555555555
 resourceGroup: MC_weft_cluster_westeurope
 vnets:
@@ -48,17 +48,17 @@ publicIpPrefixes:
 ";
 
 /// `/subscriptions/S/resourceGroups/RG/providers` of [`SCENARIO`].
-pub const S: &str = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/MC_weft_cluster_westeurope/providers";
+pub(crate) const S: &str = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/MC_weft_cluster_westeurope/providers";
 /// The scale set of [`SCENARIO`].
-pub const VMSS: &str = "aks-nodepool1-12345678-vmss";
+pub(crate) const VMSS: &str = "aks-nodepool1-12345678-vmss";
 
 /// [`SCENARIO`] parsed.
-pub fn scenario() -> Scenario {
+pub(crate) fn scenario() -> Scenario {
     Scenario::from_yaml(SCENARIO).unwrap_or_else(|e| panic!("scenario: {e}"))
 }
 
 /// [`SCENARIO`] with `edit` applied, started.
-pub fn start_with(edit: impl FnOnce(&mut Scenario)) -> ArmEmulator {
+pub(crate) fn start_with(edit: impl FnOnce(&mut Scenario)) -> ArmEmulator {
     let mut s = scenario();
     edit(&mut s);
     ArmEmulator::start(s)
@@ -66,26 +66,26 @@ pub fn start_with(edit: impl FnOnce(&mut Scenario)) -> ArmEmulator {
 
 /// An answer.
 #[derive(Debug)]
-pub struct Resp {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: Bytes,
+pub(crate) struct Resp {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 impl Resp {
     /// The body as JSON (panics with the body if it is not).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}), status {}: {:?}", self.status, self.text()))
     }
 
     /// The body as text.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// A header's value.
-    pub fn header(&self, name: &str) -> Option<String> {
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
         self.headers
             .get(name)
             .and_then(|v| v.to_str().ok())
@@ -93,7 +93,7 @@ impl Resp {
     }
 
     /// `error.code` of an ARM error body.
-    pub fn code(&self) -> String {
+    pub(crate) fn code(&self) -> String {
         self.json()["error"]["code"]
             .as_str()
             .unwrap_or("")
@@ -102,7 +102,7 @@ impl Resp {
 
     /// Panic unless the status is `status`.
     #[track_caller]
-    pub fn expect(self, status: u16) -> Self {
+    pub(crate) fn expect(self, status: u16) -> Self {
         assert_eq!(self.status, status, "unexpected answer: {}", self.text());
         self
     }
@@ -110,28 +110,28 @@ impl Resp {
 
 /// A plain HTTP/1.1 client of the emulator, with a bearer token unless anonymous.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     runtime: tokio::runtime::Runtime,
     addr: SocketAddr,
     base: String,
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
 }
 
 impl Client {
     /// With a token of the scenario's first service principal.
-    pub fn new(emulator: &ArmEmulator) -> Self {
+    pub(crate) fn new(emulator: &ArmEmulator) -> Self {
         let mut c = Self::anonymous(emulator);
         c.token = Some(emulator.token());
         c
     }
 
     /// Without a token.
-    pub fn anonymous(emulator: &ArmEmulator) -> Self {
+    pub(crate) fn anonymous(emulator: &ArmEmulator) -> Self {
         Self::to(emulator.addr())
     }
 
     /// Without a token, to `addr`.
-    pub fn to(addr: SocketAddr) -> Self {
+    pub(crate) fn to(addr: SocketAddr) -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -145,7 +145,7 @@ impl Client {
     }
 
     /// Send a request to `target` (a path with its query, or an absolute URL on the emulator).
-    pub fn send(
+    pub(crate) fn send(
         &self,
         method: &str,
         target: &str,
@@ -189,12 +189,12 @@ impl Client {
     }
 
     /// GET.
-    pub fn get(&self, target: &str) -> Resp {
+    pub(crate) fn get(&self, target: &str) -> Resp {
         self.send("GET", target, &[], None)
     }
 
     /// PUT a JSON body.
-    pub fn put(&self, target: &str, body: &Value) -> Resp {
+    pub(crate) fn put(&self, target: &str, body: &Value) -> Resp {
         let bytes = Bytes::from(serde_json::to_vec(body).expect("JSON"));
         self.send(
             "PUT",
@@ -205,7 +205,7 @@ impl Client {
     }
 
     /// Every item of a paged list, following `nextLink`; the number of pages too.
-    pub fn list(&self, target: &str) -> (Vec<Value>, usize) {
+    pub(crate) fn list(&self, target: &str) -> (Vec<Value>, usize) {
         let mut items = Vec::new();
         let mut next = Some(target.to_owned());
         let mut pages = 0;
@@ -220,7 +220,7 @@ impl Client {
     }
 
     /// Poll a PUT's `Azure-AsyncOperation` until it is `Succeeded`; the number of polls.
-    pub fn wait(&self, put: &Resp) -> usize {
+    pub(crate) fn wait(&self, put: &Resp) -> usize {
         let url = put
             .header("azure-asyncoperation")
             .unwrap_or_else(|| panic!("no Azure-AsyncOperation on {}", put.status));
@@ -237,25 +237,25 @@ impl Client {
 }
 
 /// `…?api-version=` with Cilium's api-version for `path`'s kind.
-pub fn v(path: &str) -> String {
+pub(crate) fn v(path: &str) -> String {
     let sep = if path.contains('?') { '&' } else { '?' };
     format!("{path}{sep}api-version=2025-07-01")
 }
 
 /// An ipConfiguration as Cilium appends it to a NIC (VM path).
-pub fn cilium_nic_config(name: &str, subnet_id: &str, asgs: &Value) -> Value {
+pub(crate) fn cilium_nic_config(name: &str, subnet_id: &str, asgs: &Value) -> Value {
     serde_json::json!({"name": name, "properties": {"applicationSecurityGroups": asgs,
         "privateIPAllocationMethod": "Dynamic", "subnet": {"id": subnet_id}}})
 }
 
 /// An ipConfiguration as Cilium appends it to a scale set VM NIC configuration.
-pub fn cilium_vmss_config(name: &str, subnet_id: &str, asgs: &Value) -> Value {
+pub(crate) fn cilium_vmss_config(name: &str, subnet_id: &str, asgs: &Value) -> Value {
     serde_json::json!({"name": name, "properties": {"applicationSecurityGroups": asgs,
         "privateIPAddressVersion": "IPv4", "subnet": {"id": subnet_id}}})
 }
 
 /// The ipConfigurations' private addresses of a NIC JSON.
-pub fn addresses(nic: &Value) -> Vec<String> {
+pub(crate) fn addresses(nic: &Value) -> Vec<String> {
     nic["properties"]["ipConfigurations"]
         .as_array()
         .into_iter()

@@ -10,7 +10,7 @@ use weft_tests::azure::ArmEmulator;
 use super::{Client, Resp, S, VMSS, scenario, v};
 
 /// A failed step: status and ARM error code.
-pub type Failed = (u16, String);
+pub(crate) type Failed = (u16, String);
 
 fn ok(r: Resp, status: u16) -> Result<Resp, Failed> {
     if r.status == status {
@@ -21,7 +21,7 @@ fn ok(r: Resp, status: u16) -> Result<Resp, Failed> {
 }
 
 /// The id of the first prefix tagged `weft: egress` with addresses left.
-pub fn find_prefix(client: &Client) -> Result<String, Failed> {
+pub(crate) fn find_prefix(client: &Client) -> Result<String, Failed> {
     let list = ok(
         client.get(&v(&format!("{S}/Microsoft.Network/publicIPPrefixes"))),
         200,
@@ -48,7 +48,7 @@ pub fn find_prefix(client: &Client) -> Result<String, Failed> {
 }
 
 /// Cilium's VM path for `vm`: its public IP.
-pub fn static_ip_vm(client: &Client, vm: &str) -> Result<String, Failed> {
+pub(crate) fn static_ip_vm(client: &Client, vm: &str) -> Result<String, Failed> {
     let vm = ok(
         client.get(&v(&format!(
             "{S}/Microsoft.Compute/virtualMachines/{vm}?$expand=instanceView"
@@ -92,7 +92,7 @@ pub fn static_ip_vm(client: &Client, vm: &str) -> Result<String, Failed> {
 }
 
 /// Cilium's scale set path for instance `index`: its public IP.
-pub fn static_ip_vmss(client: &Client, index: u32) -> Result<String, Failed> {
+pub(crate) fn static_ip_vmss(client: &Client, index: u32) -> Result<String, Failed> {
     let vm_path =
         format!("{S}/Microsoft.Compute/virtualMachineScaleSets/{VMSS}/virtualMachines/{index}");
     let mut vm = ok(

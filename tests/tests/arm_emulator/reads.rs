@@ -99,8 +99,7 @@ fn missing_resources_and_empty_scale_sets_are_404() {
     let capacity = |name: &str| {
         sets.iter()
             .find(|s| s["name"] == name)
-            .map(|s| s["sku"]["capacity"].clone())
-            .unwrap_or(Value::Null)
+            .map_or(Value::Null, |s| s["sku"]["capacity"].clone())
     };
     assert_eq!(
         (capacity(VMSS), capacity("empty-vmss")),
