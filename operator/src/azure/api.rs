@@ -85,9 +85,9 @@ impl ArmSettings {
             qps: 4.0,
             burst: 20,
             user_agent: concat!("weft-operator/", env!("CARGO_PKG_VERSION")).to_owned(),
-            timeout: Some(Duration::from_secs(60)),
+            timeout: Some(Duration::from_mins(1)),
             poll_interval: Duration::from_secs(5),
-            lro_timeout: Duration::from_secs(15 * 60),
+            lro_timeout: Duration::from_mins(15),
         }
     }
 }
@@ -123,7 +123,7 @@ pub enum ArmError {
         operation: &'static str,
         /// Why.
         #[source]
-        source: TransportError,
+        source: Box<TransportError>,
     },
     /// The answer does not have the expected shape.
     #[error("{operation}: decoding the answer failed at {path}")]
@@ -143,7 +143,7 @@ pub enum ArmError {
         operation: &'static str,
         /// Why.
         #[source]
-        source: AuthError,
+        source: Box<AuthError>,
     },
     /// A long-running operation ended `Failed` or `Canceled`.
     #[error("{operation}: the long-running operation ended {status}: {code}: {message}")]
@@ -373,7 +373,7 @@ impl ArmClient {
     ) -> Result<Self, ArmError> {
         let http = transport::client().map_err(|source| ArmError::Transport {
             operation: "client",
-            source,
+            source: Box::new(source),
         })?;
         Ok(Self::with_client(settings, credential, metrics, http))
     }

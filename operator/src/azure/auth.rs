@@ -43,7 +43,7 @@ pub enum AuthError {
     Client {
         /// Why.
         #[source]
-        source: TransportError,
+        source: Box<TransportError>,
     },
     /// The token endpoint could not be reached.
     #[error("token endpoint {endpoint}: request failed")]
@@ -52,7 +52,7 @@ pub enum AuthError {
         endpoint: String,
         /// Why.
         #[source]
-        source: TransportError,
+        source: Box<TransportError>,
     },
     /// The token endpoint refused.
     #[error("token endpoint {endpoint}: HTTP {status}: {error}: {description}")]
@@ -157,7 +157,7 @@ impl StaticToken {
     pub fn new(secret: &str) -> Self {
         Self(AccessToken::new(
             secret,
-            Instant::now() + Duration::from_secs(100 * 365 * 86_400),
+            Instant::now() + Duration::from_hours(100 * 365 * 24),
         ))
     }
 }
@@ -280,7 +280,9 @@ impl Credential {
         options: &CredentialOptions,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, AuthError> {
-        let http = transport::client().map_err(|source| AuthError::Client { source })?;
+        let http = transport::client().map_err(|source| AuthError::Client {
+            source: Box::new(source),
+        })?;
         Self::with_client(options, env, http)
     }
 
@@ -361,7 +363,7 @@ impl Credential {
         let endpoint = self.endpoint().to_owned();
         let transport_err = |source| AuthError::Transport {
             endpoint: endpoint.clone(),
-            source,
+            source: Box::new(source),
         };
         let form = |pairs: &[(&str, &str)]| {
             let mut s = form_urlencoded::Serializer::new(String::new());
@@ -481,9 +483,9 @@ impl TokenCredential for Credential {
 /// its life for tokens of 10 minutes or less.
 #[must_use]
 pub fn refresh_at(obtained: Instant, lifetime: Duration) -> Instant {
-    let early = Duration::from_secs(300);
+    let early = Duration::from_mins(5);
     if lifetime > 2 * early {
-        obtained + (lifetime - early)
+        obtained + lifetime.saturating_sub(early)
     } else {
         obtained + lifetime / 2
     }
