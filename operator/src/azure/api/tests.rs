@@ -445,3 +445,43 @@ async fn put_polls_the_resource_until_terminal() {
         .unwrap();
     server.finish();
 }
+
+#[tokio::test(start_paused = true)]
+async fn status_url_without_state_is_polled_terminal_state_is_not() {
+    let server = TestServer::start().await;
+    let nic_path = format!("{P}/Microsoft.Network/networkInterfaces/eth0?api-version=2025-07-01");
+    let original = nic("eth0", &json!([config("c", "10.0.0.4", true)]));
+    let op_url = format!("{}/op", server.url);
+    server.expect("GET", &nic_path, Reply::json(200, &original));
+    server.expect(
+        "PUT",
+        &nic_path,
+        Reply::json(201, &json!({"name": "eth0"})).header("Azure-AsyncOperation", &op_url),
+    );
+    server.expect(
+        "GET",
+        "/op",
+        Reply::json(200, &json!({"status": "Succeeded"})),
+    );
+    server.expect("GET", &nic_path, Reply::json(200, &original));
+    server.expect("GET", &nic_path, Reply::json(200, &original));
+    server.expect(
+        "PUT",
+        &nic_path,
+        Reply::json(
+            200,
+            &json!({"properties": {"provisioningState": "Succeeded"}}),
+        )
+        .header("Azure-AsyncOperation", &op_url),
+    );
+    let (client, _) = client(&server, 4.0, 20);
+    client
+        .assign_private_ips_vm(SUBNET, "eth0", 1)
+        .await
+        .unwrap();
+    client
+        .assign_private_ips_vm(SUBNET, "eth0", 1)
+        .await
+        .unwrap();
+    server.finish();
+}
