@@ -19,7 +19,6 @@ use std::{collections::BTreeMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::Method;
-use serde::Deserialize;
 use tokio::{sync::Mutex, time::Instant};
 use tracing::{debug, info, warn};
 
@@ -27,6 +26,11 @@ use super::{
     api::transport::{self, HttpClient, TransportError},
     imds::Cloud,
 };
+
+mod token;
+
+pub use token::refresh_at;
+use token::{ErrorBody, TokenResponse};
 
 /// api-version of IMDS's managed-identity token endpoint.
 pub const MSI_API_VERSION: &str = "2018-02-01";
@@ -43,7 +47,7 @@ pub enum AuthError {
     Client {
         /// Why.
         #[source]
-        source: TransportError,
+        source: Box<TransportError>,
     },
     /// The token endpoint could not be reached.
     #[error("token endpoint {endpoint}: request failed")]
@@ -52,7 +56,7 @@ pub enum AuthError {
         endpoint: String,
         /// Why.
         #[source]
-        source: TransportError,
+        source: Box<TransportError>,
     },
     /// The token endpoint refused.
     #[error("token endpoint {endpoint}: HTTP {status}: {error}: {description}")]
@@ -157,7 +161,7 @@ impl StaticToken {
     pub fn new(secret: &str) -> Self {
         Self(AccessToken::new(
             secret,
-            Instant::now() + Duration::from_secs(100 * 365 * 86_400),
+            Instant::now() + Duration::from_hours(100 * 365 * 24),
         ))
     }
 }
@@ -280,7 +284,9 @@ impl Credential {
         options: &CredentialOptions,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, AuthError> {
-        let http = transport::client().map_err(|source| AuthError::Client { source })?;
+        let http = transport::client().map_err(|source| AuthError::Client {
+            source: Box::new(source),
+        })?;
         Self::with_client(options, env, http)
     }
 
@@ -361,7 +367,7 @@ impl Credential {
         let endpoint = self.endpoint().to_owned();
         let transport_err = |source| AuthError::Transport {
             endpoint: endpoint.clone(),
-            source,
+            source: Box::new(source),
         };
         let form = |pairs: &[(&str, &str)]| {
             let mut s = form_urlencoded::Serializer::new(String::new());
@@ -474,67 +480,6 @@ impl TokenCredential for Credential {
                 },
             }
         })
-    }
-}
-
-/// When to refresh a token of `lifetime` obtained at `obtained`: 5 minutes early, or at half
-/// its life for tokens of 10 minutes or less.
-#[must_use]
-pub fn refresh_at(obtained: Instant, lifetime: Duration) -> Instant {
-    let early = Duration::from_secs(300);
-    if lifetime > 2 * early {
-        obtained + (lifetime - early)
-    } else {
-        obtained + lifetime / 2
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ErrorBody {
-    error: Option<String>,
-    error_description: Option<String>,
-}
-
-/// A number that may come as a JSON number or string (IMDS sends strings).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Seconds {
-    Number(f64),
-    Text(String),
-}
-
-impl Seconds {
-    fn get(&self) -> Option<u64> {
-        let value = match self {
-            Self::Number(n) => *n,
-            Self::Text(t) => t.trim().parse().ok()?,
-        };
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            reason = "clamped to a non-negative whole number of seconds first"
-        )]
-        (value.is_finite()).then(|| value.max(0.0).floor() as u64)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct TokenResponse {
-    access_token: String,
-    #[serde(default)]
-    expires_in: Option<Seconds>,
-    #[serde(default)]
-    expires_on: Option<Seconds>,
-}
-
-impl TokenResponse {
-    fn lifetime(&self, now: std::time::SystemTime) -> Option<Duration> {
-        if let Some(secs) = self.expires_in.as_ref().and_then(Seconds::get) {
-            return Some(Duration::from_secs(secs));
-        }
-        let on = self.expires_on.as_ref().and_then(Seconds::get)?;
-        let now = now.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-        Some(Duration::from_secs(on.saturating_sub(now)))
     }
 }
 

@@ -31,7 +31,7 @@ pub enum ImdsError {
         path: String,
         /// Why.
         #[source]
-        source: TransportError,
+        source: Box<TransportError>,
     },
     /// IMDS answered with a status other than 200.
     #[error("instance metadata {path}: HTTP {status}: {body}")]
@@ -139,7 +139,7 @@ impl Imds {
     pub fn new(base_url: &str) -> Result<Self, ImdsError> {
         let http = transport::client().map_err(|source| ImdsError::Transport {
             path: String::new(),
-            source,
+            source: Box::new(source),
         })?;
         Ok(Self::with_client(base_url, http))
     }
@@ -171,7 +171,7 @@ impl Imds {
         );
         let transport_err = |source| ImdsError::Transport {
             path: path.to_owned(),
-            source,
+            source: Box::new(source),
         };
         let req = transport::request(Method::GET, &url, &[("Metadata", "true")], Bytes::new())
             .map_err(transport_err)?;

@@ -221,6 +221,7 @@ mod tests {
 
     const SUB: &str = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/x";
 
+    #[expect(clippy::needless_pass_by_value, reason = "takes json! literals")]
     fn nic(configs: serde_json::Value) -> model::NetworkInterface {
         serde_json::from_value(json!({
             "id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/Nic1",

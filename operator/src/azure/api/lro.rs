@@ -1,5 +1,5 @@
-//! Completing a long-running PUT (§3.2, the Go SDK's pollers): 200/201 with a terminal or no
-//! `provisioningState` (and 204) are done; an `Azure-AsyncOperation`/`Operation-Location` URL
+//! Completing a long-running PUT (§3.2, the Go SDK's pollers): 200/201 with a terminal
+//! `provisioningState`, or with none and no status URL, are done (204 reads the resource); an `Azure-AsyncOperation`/`Operation-Location` URL
 //! is polled until its `status` is `Succeeded`, `Failed` or `Canceled`, then the resource is
 //! read; a `Location` URL alone is polled until it stops answering 202; a 201/202 without
 //! any of these polls the resource until its `provisioningState` is terminal. Each poll waits
@@ -90,12 +90,16 @@ impl ArmClient {
             .map(str::to_owned);
         let location = resp.header("location").map(str::to_owned);
         let state = provisioning_state(&resp.body);
-        let running = state
-            .as_deref()
-            .is_some_and(|s| matches!(classify(s), State::Running));
+        // With a status URL only a terminal state ends it at once (the SDK's async poller
+        // starts InProgress when the body has no state); without one, no state ends it too.
+        let done = match state.as_deref().map(classify) {
+            Some(State::Running) => false,
+            None => status_url.is_none(),
+            Some(_) => true,
+        };
         match resp.status {
             StatusCode::NO_CONTENT => return self.get(op, url).await,
-            StatusCode::OK | StatusCode::CREATED if !running => {
+            StatusCode::OK | StatusCode::CREATED if done => {
                 if let Some(State::Failed(status)) = state.as_deref().map(classify) {
                     return Err(failed(op, status, None));
                 }

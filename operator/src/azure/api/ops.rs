@@ -120,7 +120,7 @@ impl ArmClient {
             {
                 Ok(list) => nics.extend(list),
                 Err(e) if e.is_not_found() => {
-                    debug!(vmss = %name, "scale set has no interfaces; skipped")
+                    debug!(vmss = %name, "scale set has no interfaces; skipped");
                 }
                 Err(e) => return Err(e),
             }

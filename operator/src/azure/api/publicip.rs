@@ -349,6 +349,7 @@ mod tests {
 
     #[test]
     fn prefix_choice() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
         let tags = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs
                 .iter()
@@ -356,7 +357,7 @@ mod tests {
                 .collect()
         };
         let list = prefixes();
-        let cases: [(&[(&str, &str)], Option<&str>); 6] = [
+        let cases: [Case; 6] = [
             (&[("pool", "a")], Some("free")),
             (&[("pool", "a"), ("x", "y")], Some("free")),
             (&[("pool", "b")], Some("wrong-tag")),

@@ -154,7 +154,7 @@ impl ArmClient {
                 .await
                 .map_err(|source| ArmError::Auth {
                     operation: op.name,
-                    source,
+                    source: Box::new(source),
                 })?;
             let bearer = format!("Bearer {}", token.secret());
             let mut headers = vec![
@@ -173,7 +173,7 @@ impl ArmClient {
             )
             .map_err(|source| ArmError::Transport {
                 operation: op.name,
-                source,
+                source: Box::new(source),
             })?;
             let wait = match transport::send(
                 &inner.http,
@@ -212,7 +212,7 @@ impl ArmClient {
                 Err(source) => {
                     return Err(ArmError::Transport {
                         operation: op.name,
-                        source,
+                        source: Box::new(source),
                     });
                 }
             };

@@ -12,9 +12,9 @@ pub const MAX_RETRIES: u32 = 3;
 /// First backoff.
 pub const BASE_DELAY: Duration = Duration::from_millis(800);
 /// Longest backoff.
-pub const MAX_DELAY: Duration = Duration::from_secs(60);
+pub const MAX_DELAY: Duration = Duration::from_mins(1);
 /// Longest server-requested wait honoured (longer ones are cut to this).
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+pub const MAX_RETRY_AFTER: Duration = Duration::from_mins(10);
 
 /// Whether a response with `status` is retried.
 #[must_use]
@@ -84,6 +84,7 @@ mod tests {
 
     #[test]
     fn delays() {
+        type Case<'a> = (&'a [(&'static str, &'a str)], Option<Duration>);
         let ms = Duration::from_millis;
         assert_eq!(
             [0, 1, 2, 3].map(backoff),
@@ -92,8 +93,8 @@ mod tests {
         assert_eq!(backoff(7), MAX_DELAY);
         assert_eq!(backoff(40), MAX_DELAY);
 
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
-        let cases: [(&[(&'static str, &str)], Option<Duration>); 7] = [
+        let now = SystemTime::UNIX_EPOCH + Duration::from_mins(24_090_208);
+        let cases: [Case; 7] = [
             (&[], None),
             (&[("retry-after", "7")], Some(Duration::from_secs(7))),
             (&[("retry-after", " 0 ")], Some(Duration::ZERO)),

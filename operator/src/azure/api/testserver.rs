@@ -61,6 +61,8 @@ pub struct Seen {
     pub headers: HeaderMap,
     /// Body.
     pub body: Bytes,
+    /// When it arrived (tokio's clock, so paused-time tests see exact waits).
+    pub at: tokio::time::Instant,
 }
 
 impl Seen {
@@ -163,6 +165,7 @@ async fn answer(
         uri: uri.clone(),
         headers: parts.headers.clone(),
         body,
+        at: tokio::time::Instant::now(),
     });
     let reply = match state.expected.front() {
         Some((m, p, _)) if *m == parts.method && *p == uri => {

@@ -268,12 +268,12 @@ fn lifetimes() {
 
     let t0 = Instant::now();
     assert_eq!(
-        refresh_at(t0, Duration::from_secs(3600)),
-        t0 + Duration::from_secs(3300)
+        refresh_at(t0, Duration::from_hours(1)),
+        t0 + Duration::from_mins(55)
     );
     assert_eq!(
-        refresh_at(t0, Duration::from_secs(600)),
-        t0 + Duration::from_secs(300)
+        refresh_at(t0, Duration::from_mins(10)),
+        t0 + Duration::from_mins(5)
     );
     assert_eq!(refresh_at(t0, Duration::ZERO), t0);
 }
