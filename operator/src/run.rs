@@ -20,14 +20,14 @@ use weft_k8s::{
 
 use crate::{
     cli::Cli,
-    config::{ConfigError, IpamMode, LEASE_NAME, OperatorConfig},
-    http::{self, ListenError},
-    ipam::clusterpool::ClusterPoolError,
-    k8s::{OperatorK8sError, controller, pools, writer},
     cloud::{
         CloudProvider,
         manager::{CloudManager, NodePatch, Settings},
     },
+    config::{ConfigError, IpamMode, LEASE_NAME, OperatorConfig},
+    http::{self, ListenError},
+    ipam::clusterpool::ClusterPoolError,
+    k8s::{OperatorK8sError, controller, pools, writer},
     leader::Elector,
     manager::{Allocator, ClusterPoolAllocator, MultiPoolAllocator, NodeManager},
     metrics::{CloudObserver, Metrics},
@@ -289,7 +289,9 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
     };
     let outcome = if let Some(manager) = manager {
         let pool_resource = pools_for(&client, &config).await?;
-        leading.blocks(cli, file, manager, pool_resource, lost).await
+        leading
+            .blocks(cli, file, manager, pool_resource, lost)
+            .await
     } else {
         let provider = tokio::select! {
             p = crate::azure::setup::provider(&config.azure, &metrics) => p?,
@@ -374,7 +376,14 @@ impl Leading<'_> {
             writes.clone(),
         ));
         let outcome = self
-            .serve(manager, pool_resource, writes, ops, lost, std::future::pending())
+            .serve(
+                manager,
+                pool_resource,
+                writes,
+                ops,
+                lost,
+                std::future::pending(),
+            )
             .await;
         watcher.abort();
         outcome

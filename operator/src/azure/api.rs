@@ -103,6 +103,13 @@ pub trait AzureApi: Send + Sync {
         instance_id: &str,
     ) -> impl Future<Output = Result<Vec<model::NetworkInterface>, ArmError>> + Send;
 
+    /// One NIC of the resource group by name (`Interfaces.Get`): weft re-reads a standalone
+    /// VM's NICs this way after a round, where Cilium waits for the next full resync.
+    fn get_network_interface(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<model::NetworkInterface, ArmError>> + Send;
+
     /// The subnets of `ids` that could be read (failures are logged with the ID and skipped).
     fn get_subnets(&self, ids: &BTreeSet<String>) -> impl Future<Output = SubnetMap> + Send;
 
@@ -227,6 +234,11 @@ impl AzureApi for ArmClient {
         instance_id: &str,
     ) -> Result<Vec<model::NetworkInterface>, ArmError> {
         self.vm_interfaces(instance_id).await
+    }
+
+    async fn get_network_interface(&self, name: &str) -> Result<model::NetworkInterface, ArmError> {
+        self.get(ops::NIC_GET, &self.nic_url(ops::NIC_GET, name))
+            .await
     }
 
     async fn get_subnets(&self, ids: &BTreeSet<String>) -> SubnetMap {

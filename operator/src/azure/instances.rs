@@ -203,20 +203,21 @@ impl<A: AzureApi> Instances<A> {
         let (mut parsed, subnets) = self.read(&nics).await;
         let mut cache = self.lock();
         let fresh = parsed.instances.remove(instance_id).unwrap_or_default();
-        match parsed.errors.remove(instance_id) {
-            Some(error) => {
-                let old = cache.instances.get(instance_id).cloned().unwrap_or_default();
-                let mut merged = fresh;
-                for (id, nic) in old {
-                    merged.entry(id).or_insert(nic);
-                }
-                cache.instances.insert(instance_id.to_owned(), merged);
-                cache.errors.insert(instance_id.to_owned(), error);
+        if let Some(error) = parsed.errors.remove(instance_id) {
+            let old = cache
+                .instances
+                .get(instance_id)
+                .cloned()
+                .unwrap_or_default();
+            let mut merged = fresh;
+            for (id, nic) in old {
+                merged.entry(id).or_insert(nic);
             }
-            None => {
-                cache.instances.insert(instance_id.to_owned(), fresh);
-                cache.errors.remove(instance_id);
-            }
+            cache.instances.insert(instance_id.to_owned(), merged);
+            cache.errors.insert(instance_id.to_owned(), error);
+        } else {
+            cache.instances.insert(instance_id.to_owned(), fresh);
+            cache.errors.remove(instance_id);
         }
         cache.subnets.extend(subnets);
         Ok(())

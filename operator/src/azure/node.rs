@@ -64,7 +64,7 @@ pub enum AzureError {
         resource_group: String,
         /// ARM's answer.
         #[source]
-        source: ArmError,
+        source: Box<ArmError>,
     },
     /// The identity lacks a permission.
     #[error(
@@ -80,10 +80,12 @@ pub enum AzureError {
         role: &'static str,
         /// ARM's answer.
         #[source]
-        source: ArmError,
+        source: Box<ArmError>,
     },
     /// A NIC of the instance could not be read at the last sync: nothing is changed on it.
-    #[error("a network interface of instance {instance} is unusable ({reason}); not allocating on it until Azure answers with a usable one")]
+    #[error(
+        "a network interface of instance {instance} is unusable ({reason}); not allocating on it until Azure answers with a usable one"
+    )]
     Unreadable {
         /// The instance ID.
         instance: String,
@@ -98,7 +100,7 @@ pub enum AzureError {
     },
     /// Any other ARM failure.
     #[error(transparent)]
-    Api(ArmError),
+    Api(Box<ArmError>),
 }
 
 /// The built-in role that grants `action`.
@@ -118,9 +120,9 @@ impl From<ArmError> for AzureError {
                 role: role_for(&failure.action),
                 action: failure.action,
                 scope: failure.scope,
-                source,
+                source: Box::new(source),
             },
-            None => Self::Api(source),
+            None => Self::Api(Box::new(source)),
         }
     }
 }
@@ -217,13 +219,13 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
     async fn instance_sync(&self, instance_id: &str) -> Result<(), InstanceSyncError<AzureError>> {
         match Instances::instance_sync(self, instance_id).await {
             Ok(()) => Ok(()),
-            Err(source) if source.is_not_found() => {
-                Err(InstanceSyncError::NotFound(AzureError::NotInResourceGroup {
+            Err(source) if source.is_not_found() => Err(InstanceSyncError::NotFound(
+                AzureError::NotInResourceGroup {
                     instance: instance_id.to_owned(),
                     resource_group: self.resource_group.clone(),
-                    source,
-                }))
-            }
+                    source: Box::new(source),
+                },
+            )),
             Err(e) => Err(InstanceSyncError::Failed(e.into())),
         }
     }
@@ -257,7 +259,11 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         node: NodeRef<'_>,
     ) -> Result<(Available, InterfaceStats), AzureError> {
         let nics = self.instance(node)?;
-        Ok(interfaces_and_ips(&nics, node.interface_name, self.use_primary))
+        Ok(interfaces_and_ips(
+            &nics,
+            node.interface_name,
+            self.use_primary,
+        ))
     }
 
     fn prepare_allocation(&self, node: NodeRef<'_>) -> Result<AllocationAction, AzureError> {
@@ -281,11 +287,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
             }
             // New ipConfigurations go on the NIC's own subnet only: a VMSS NIC refuses
             // others, and a VM's would not be routable the way the agent wires it.
-            let Some(subnet) = nic
-                .subnet
-                .as_ref()
-                .and_then(|s| cache.subnets.get(&s.id))
-            else {
+            let Some(subnet) = nic.subnet.as_ref().and_then(|s| cache.subnets.get(&s.id)) else {
                 continue;
             };
             action.interface_id.clone_from(&nic.id);
@@ -295,7 +297,11 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         Ok(action)
     }
 
-    async fn allocate(&self, node: NodeRef<'_>, action: &AllocationAction) -> Result<(), AzureError> {
+    async fn allocate(
+        &self,
+        node: NodeRef<'_>,
+        action: &AllocationAction,
+    ) -> Result<(), AzureError> {
         let name = self
             .instance(node)?
             .get(&action.interface_id)
@@ -365,7 +371,11 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         ips.truncate(usize::try_from(excess).unwrap_or(usize::MAX));
         ReleaseAction {
             interface_id: nic.id.clone(),
-            pool_id: nic.subnet.as_ref().map(|s| s.id.clone()).unwrap_or_default(),
+            pool_id: nic
+                .subnet
+                .as_ref()
+                .map(|s| s.id.clone())
+                .unwrap_or_default(),
             ips,
         }
     }
@@ -382,8 +392,9 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
             .ips
             .iter()
             .map(|ip| {
-                ip.parse::<IpAddr>()
-                    .map_err(|_| AzureError::BadAddress { address: ip.clone() })
+                ip.parse::<IpAddr>().map_err(|_| AzureError::BadAddress {
+                    address: ip.clone(),
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let parts = resource_id::nic_parts(&action.interface_id);

@@ -60,7 +60,10 @@ pub fn check(config: &AzureConfig) -> Result<(), SetupError> {
 ///
 /// # Errors
 /// See [`SetupError`].
-pub async fn provider(config: &AzureConfig, metrics: &Metrics) -> Result<AzureProvider, SetupError> {
+pub async fn provider(
+    config: &AzureConfig,
+    metrics: &Metrics,
+) -> Result<AzureProvider, SetupError> {
     check(config)?;
     let imds_error = |source| SetupError::Imds {
         endpoint: config.imds_endpoint.clone(),
@@ -86,8 +89,8 @@ pub async fn provider(config: &AzureConfig, metrics: &Metrics) -> Result<AzurePr
         config.arm_endpoint.clone()
     };
     let mut options = CredentialOptions::for_cloud(&cloud, &config.imds_endpoint);
-    options.user_assigned_identity_id = Some(config.user_assigned_identity_id.clone())
-        .filter(|id| !id.is_empty());
+    options.user_assigned_identity_id =
+        Some(config.user_assigned_identity_id.clone()).filter(|id| !id.is_empty());
     let credential = Credential::from_env(&options, |name| std::env::var(name).ok())
         .map_err(SetupError::Credential)?;
     info!(cloud = cloud.name, arm = %endpoint, subscription = %subscription,

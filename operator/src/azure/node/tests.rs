@@ -10,7 +10,11 @@ use std::{
 use weft_k8s::crd::azure::{AzureAddress, AzureInterface, AzureSubnet};
 
 use super::*;
-use crate::azure::{api::ArmError, model, parse::{Subnet, SubnetMap}};
+use crate::azure::{
+    api::ArmError,
+    model,
+    parse::{Subnet, SubnetMap},
+};
 
 #[derive(Debug)]
 struct NoCalls;
@@ -79,12 +83,20 @@ const INSTANCE: &str = "/subscriptions/s/resourcegroups/rg/providers/microsoft.c
 
 fn nic(name: &str, primary: Option<&str>, addresses: usize) -> AzureInterface {
     AzureInterface {
-        id: format!("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/vmss/virtualMachines/1/networkInterfaces/{name}"),
+        id: format!(
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/vmss/virtualMachines/1/networkInterfaces/{name}"
+        ),
         name: name.to_owned(),
         ip: primary.map(|p| p.parse().unwrap()),
+        // Each NIC's addresses in its own /24s (by the name's last byte).
         addresses: (0..addresses)
             .map(|i| AzureAddress {
-                ip: format!("10.1.{}.{}", i / 200, i % 200 + 10),
+                ip: format!(
+                    "10.{}.{}.{}",
+                    name.bytes().last().unwrap_or(0),
+                    i / 200,
+                    i % 200 + 10
+                ),
                 state: "succeeded".into(),
                 ..AzureAddress::default()
             })
@@ -118,7 +130,7 @@ fn cache(nics: Vec<AzureInterface>, subnet_free: u64, use_primary: bool) -> Inst
     instances
 }
 
-fn node<'a>(interface_name: &'a str) -> NodeRef<'a> {
+fn node(interface_name: &str) -> NodeRef<'_> {
     NodeRef {
         name: "n1",
         instance_id: INSTANCE,
@@ -129,13 +141,21 @@ fn node<'a>(interface_name: &'a str) -> NodeRef<'a> {
 #[test]
 fn capacity_counts_one_slot_per_hidden_primary() {
     // (NICs with a primary, use_primary, expected capacity) — Cilium's 255/256/254/256.
-    for (primaries, use_primary, want) in [(1, false, 255), (1, true, 256), (2, false, 254), (2, true, 256)] {
+    for (primaries, use_primary, want) in [
+        (1, false, 255),
+        (1, true, 256),
+        (2, false, 254),
+        (2, true, 256),
+    ] {
         let nics = (0..primaries)
             .map(|i| nic(&format!("eth{i}"), Some("10.1.9.4"), 3))
             .collect();
         let c = cache(nics, 100, use_primary);
         let (available, stats) = c.resync_interfaces(node("")).unwrap();
-        assert_eq!(stats.node_capacity, want, "{primaries} primaries, use_primary={use_primary}");
+        assert_eq!(
+            stats.node_capacity, want,
+            "{primaries} primaries, use_primary={use_primary}"
+        );
         assert_eq!(available.len(), 3 * primaries, "addresses of every NIC");
     }
 }
@@ -147,7 +167,11 @@ fn only_succeeded_addresses_are_available() {
     let c = cache(vec![n], 100, false);
     let (available, _) = c.resync_interfaces(node("")).unwrap();
     assert_eq!(available.len(), 2);
-    assert!(available.values().all(|r| r.ends_with("/networkInterfaces/eth0")));
+    assert!(
+        available
+            .values()
+            .all(|r| r.ends_with("/networkInterfaces/eth0"))
+    );
 }
 
 #[test]
@@ -165,13 +189,20 @@ fn allocation_takes_the_first_nic_with_room_on_its_own_subnet() {
     ];
     for &(a0, a1, filter, free, want_nic, want_amount, candidates) in cases {
         let c = cache(
-            vec![nic("eth0", Some("10.1.9.4"), a0), nic("eth1", Some("10.1.9.5"), a1)],
+            vec![
+                nic("eth0", Some("10.1.9.4"), a0),
+                nic("eth1", Some("10.1.9.5"), a1),
+            ],
             free,
             false,
         );
         let a = c.prepare_allocation(node(filter)).unwrap();
         let case = format!("eth0={a0} eth1={a1} filter={filter:?} free={free}");
-        assert!(a.interface_id.ends_with(want_nic), "{case}: {}", a.interface_id);
+        assert!(
+            a.interface_id.ends_with(want_nic),
+            "{case}: {}",
+            a.interface_id
+        );
         assert_eq!(a.available_for_allocation, want_amount, "{case}");
         assert_eq!(a.interface_candidates, candidates, "{case}");
         if !want_nic.is_empty() {
@@ -192,7 +223,10 @@ fn a_missing_instance_names_the_resource_group_mistake() {
         })
         .unwrap_err()
         .to_string();
-    assert!(error.contains("--azure-resource-group must be the resource group of the nodes"), "{error}");
+    assert!(
+        error.contains("--azure-resource-group must be the resource group of the nodes"),
+        "{error}"
+    );
     assert!(error.contains("mc_rg_cluster_westeurope"), "{error}");
 }
 
@@ -218,16 +252,18 @@ fn status_sorts_interfaces_by_id_and_addresses_by_ip() {
 
 #[test]
 fn release_never_picks_a_used_or_primary_address() {
-    let mut n = nic("eth0", Some("10.1.0.10"), 5);
-    n.addresses[0].ip = "10.1.0.10".into();
-    let c = cache(vec![n], 100, true);
-    let used = BTreeSet::from(["10.1.0.11".to_owned()]);
+    // eth0's addresses are 10.48.0.10 to .14 ('0' is byte 48); the first is its primary.
+    let c = cache(vec![nic("eth0", Some("10.48.0.10"), 5)], 100, true);
+    let used = BTreeSet::from(["10.48.0.11".to_owned()]);
     let r = c.prepare_release(node(""), 10, &used);
-    assert_eq!(r.ips, ["10.1.0.12", "10.1.0.13", "10.1.0.14"]);
+    assert_eq!(r.ips, ["10.48.0.12", "10.48.0.13", "10.48.0.14"]);
 }
 
 #[test]
 fn authorization_failures_name_a_role() {
-    assert!(role_for("Microsoft.Compute/virtualMachineScaleSets/virtualMachines/write").contains("Virtual Machine Contributor"));
+    assert!(
+        role_for("Microsoft.Compute/virtualMachineScaleSets/virtualMachines/write")
+            .contains("Virtual Machine Contributor")
+    );
     assert!(role_for("Microsoft.Network/networkInterfaces/write").contains("Network Contributor"));
 }
