@@ -5,7 +5,7 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
 
@@ -124,19 +124,25 @@ async fn signalled() {
     }
 }
 
-/// `/healthz`, and `/metrics` with `--enable-metrics` (the block modes' gauges are set from
-/// `manager` before each scrape; the cloud manager sets its own after each pass).
+/// Sets the cloud manager's gauges before a scrape, once the manager runs.
+type CloudRefresh = Arc<OnceLock<Box<dyn Fn() + Send + Sync>>>;
+
+/// `/healthz`, and `/metrics` with `--enable-metrics` (the gauges of state are set from the
+/// block modes' `manager`, or the cloud manager once it runs, before each scrape).
 async fn serve_http(
     config: &OperatorConfig,
     metrics: &Metrics,
     manager: Option<&controller::SharedManager>,
+    cloud: &CloudRefresh,
 ) -> Result<(), ListenError> {
     http::serve(config.api_addr, "--operator-api-serve-addr", None).await?;
     if config.enable_metrics {
-        let (m, shared) = (metrics.clone(), manager.map(Arc::clone));
+        let (m, shared, cloud) = (metrics.clone(), manager.map(Arc::clone), Arc::clone(cloud));
         let refresh: http::Refresh = Arc::new(move || {
             if let Some(shared) = &shared {
                 m.observe(&controller::lock(shared));
+            } else if let Some(observe) = cloud.get() {
+                observe();
             }
         });
         http::serve(
@@ -223,6 +229,7 @@ struct Leading<'a> {
     config: &'a OperatorConfig,
     metrics: &'a Metrics,
     stop: watch::Receiver<bool>,
+    cloud_refresh: CloudRefresh,
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {
@@ -250,7 +257,8 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         weft_k8s::client::connect(cli.kubeconfig.as_deref(), Some(metrics.kube.clone()), "")
             .await?;
 
-    serve_http(&config, &metrics, manager.as_ref()).await?;
+    let cloud_refresh = CloudRefresh::default();
+    serve_http(&config, &metrics, manager.as_ref(), &cloud_refresh).await?;
 
     let (stop_tx, stop) = watch::channel(false);
     tokio::spawn(async move {
@@ -286,6 +294,7 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         config: &config,
         metrics: &metrics,
         stop: stop.clone(),
+        cloud_refresh,
     };
     let outcome = if let Some(manager) = manager {
         let pool_resource = pools_for(&client, &config).await?;
@@ -405,6 +414,8 @@ impl Leading<'_> {
         let manager = CloudManager::start(provider, settings, patch_tx, observer)
             .await
             .map_err(|e| RunError::Cloud(Box::new(e)))?;
+        let for_scrape = manager.clone();
+        let _ = self.cloud_refresh.set(Box::new(move || for_scrape.observe()));
         let forward = {
             let writes = writes.clone();
             tokio::spawn(async move {

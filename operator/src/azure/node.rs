@@ -16,6 +16,7 @@ use weft_k8s::crd::azure::{AzureInterface, INTERFACE_ADDRESS_LIMIT, STATE_SUCCEE
 use super::{
     api::{ArmError, AzureApi},
     instances::Instances,
+    parse::SubnetMap,
     resource_id,
 };
 use crate::cloud::{
@@ -140,10 +141,13 @@ fn free_slots(required_name: &str, iface: &AzureInterface, use_primary: bool) ->
 }
 
 /// The node's addresses and capacity (Cilium's `ResyncInterfacesAndIPs`): every succeeded
-/// address on any NIC; capacity 256 less one per NIC whose primary is not handed out.
+/// address on any NIC; capacity 256 less one per NIC whose primary is not handed out. A NIC
+/// counts as remaining only while its own subnet has a free address too (Cilium ignores the
+/// subnet, so a node on an exhausted subnet is never "at capacity" there).
 #[must_use]
 pub fn interfaces_and_ips(
     nics: &BTreeMap<String, AzureInterface>,
+    subnets: &SubnetMap,
     required_name: &str,
     use_primary: bool,
 ) -> (Available, InterfaceStats) {
@@ -162,7 +166,12 @@ pub fn interfaces_and_ips(
         if !use_primary && nic.ip.is_some() {
             capacity = capacity.saturating_sub(1);
         }
-        if free_slots(required_name, nic, use_primary) > 0 {
+        let subnet_free = nic
+            .subnet
+            .as_ref()
+            .and_then(|s| subnets.get(&s.id))
+            .is_some_and(|s| s.available_addresses > 0);
+        if subnet_free && free_slots(required_name, nic, use_primary) > 0 {
             remaining += 1;
         }
     }
@@ -259,8 +268,10 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         node: NodeRef<'_>,
     ) -> Result<(Available, InterfaceStats), AzureError> {
         let nics = self.instance(node)?;
+        let subnets = self.lock().subnets.clone();
         Ok(interfaces_and_ips(
             &nics,
+            &subnets,
             node.interface_name,
             self.use_primary,
         ))

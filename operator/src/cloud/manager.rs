@@ -87,7 +87,9 @@ pub trait Observer: Send + Sync + 'static {
     fn round(&self, outcome: Outcome, subnet: &str, count: u64, secs: f64);
     /// A full resync of the instances finished.
     fn background_sync(&self, ok: bool, secs: f64);
-    /// The manager's state after a pass over every node (one per pass).
+    /// A pass over every node finished (Cilium's `resync_total`).
+    fn resynced(&self);
+    /// The manager's state (after each pass, and before each scrape).
     fn snapshot(&self, snapshot: &Snapshot);
 }
 
@@ -299,15 +301,26 @@ impl<P: CloudProvider> Shared<P> {
     /// at `sync_time`.
     fn resync_nodes(&self, sync_time: Instant) {
         let mut nodes = self.lock();
-        let mut snapshot = Snapshot::default();
-        let release = self.settings.release_excess;
         for entry in nodes.values_mut() {
             entry.state.update_last_resync(sync_time);
             self.recalculate(&mut entry.state);
             self.maybe_kick(entry);
+            self.publish(entry);
+        }
+        let snapshot = self.snapshot(&nodes);
+        drop(nodes);
+        self.observer.resynced();
+        self.observer.snapshot(&snapshot);
+    }
+
+    /// The gauges' values now.
+    fn snapshot(&self, nodes: &BTreeMap<String, Entry>) -> Snapshot {
+        let release = self.settings.release_excess;
+        let mut snapshot = Snapshot::default();
+        for entry in nodes.values() {
             let s = &entry.state;
             snapshot.total += 1;
-            if s.allocation_needed() || s.waiting_for_maintenance && s.needed > 0 {
+            if s.needed > 0 || s.static_ip_needed() {
                 snapshot.in_deficit += 1;
             }
             if s.stats.remaining_interfaces == 0 && s.free() == 0 {
@@ -321,11 +334,9 @@ impl<P: CloudProvider> Shared<P> {
                     u64::try_from(s.needed_addresses(release).max(0)).unwrap_or(0),
                 ),
             );
-            self.publish(entry);
         }
-        drop(nodes);
         snapshot.per_subnet = self.provider.pool_quota();
-        self.observer.snapshot(&snapshot);
+        snapshot
     }
 
     /// One pool-maintainer round (Cilium's `MaintainIPPool`). Returns whether the cloud was
@@ -730,6 +741,12 @@ impl<P: CloudProvider> CloudManager<P> {
             }
             info!(node = %name, "CiliumNode deleted; forgetting it");
         }
+    }
+
+    /// Hand the current state to the observer (the metrics, before a scrape).
+    pub fn observe(&self) {
+        let snapshot = self.shared.snapshot(&self.shared.lock());
+        self.shared.observer.snapshot(&snapshot);
     }
 
     /// Pods bound to each node that are pending (the surge of a round).

@@ -164,6 +164,10 @@ impl Observer for CloudObserver {
             .observe(secs);
     }
 
+    fn resynced(&self) {
+        self.0.resync.inc();
+    }
+
     fn snapshot(&self, s: &Snapshot) {
         let m = &self.0;
         for (category, n) in [
@@ -197,6 +201,5 @@ impl Observer for CloudObserver {
                 })
                 .set(gauge(free));
         }
-        m.resync.inc();
     }
 }

@@ -203,6 +203,7 @@ struct Seen(Arc<Mutex<Vec<Snapshot>>>);
 impl Observer for Seen {
     fn round(&self, _: Outcome, _: &str, _: u64, _: f64) {}
     fn background_sync(&self, _: bool, _: f64) {}
+    fn resynced(&self) {}
     fn snapshot(&self, s: &Snapshot) {
         self.0.lock().unwrap().push(s.clone());
     }
