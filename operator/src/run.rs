@@ -415,7 +415,9 @@ impl Leading<'_> {
             .await
             .map_err(|e| RunError::Cloud(Box::new(e)))?;
         let for_scrape = manager.clone();
-        let _ = self.cloud_refresh.set(Box::new(move || for_scrape.observe()));
+        let _ = self
+            .cloud_refresh
+            .set(Box::new(move || for_scrape.observe()));
         let forward = {
             let writes = writes.clone();
             tokio::spawn(async move {

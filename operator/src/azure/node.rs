@@ -67,6 +67,19 @@ pub enum AzureError {
         #[source]
         source: Box<ArmError>,
     },
+    /// The resource group the operator reads does not exist.
+    #[error(
+        "resource group {resource_group:?} does not exist in the subscription: \
+         --azure-resource-group must be the resource group of the nodes' VMs or scale sets \
+         (on AKS the node resource group, MC_<group>_<cluster>_<region>)"
+    )]
+    NoResourceGroup {
+        /// `--azure-resource-group`.
+        resource_group: String,
+        /// ARM's answer.
+        #[source]
+        source: Box<ArmError>,
+    },
     /// The identity lacks a permission.
     #[error(
         "Azure refused action {action} on scope {scope}: grant it to the operator's identity \
@@ -218,11 +231,38 @@ impl<A: AzureApi + 'static> Instances<A> {
     }
 }
 
+impl AzureError {
+    /// Whether trying again later may succeed (throttling, ARM or the network failing).
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        let Self::Api(e) = self else {
+            return false;
+        };
+        match e.as_ref() {
+            ArmError::Transport { .. } => true,
+            e => matches!(e.status(), Some(408 | 429 | 500..=599)),
+        }
+    }
+}
+
 impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
     type Error = AzureError;
 
     async fn resync(&self) -> Result<(), AzureError> {
-        Instances::resync(self).await.map_err(AzureError::from)
+        Instances::resync(self).await.map_err(|e| {
+            if e.code() == Some("ResourceGroupNotFound") {
+                AzureError::NoResourceGroup {
+                    resource_group: self.resource_group.clone(),
+                    source: Box::new(e),
+                }
+            } else {
+                e.into()
+            }
+        })
+    }
+
+    fn is_transient(error: &AzureError) -> bool {
+        error.is_transient()
     }
 
     async fn instance_sync(&self, instance_id: &str) -> Result<(), InstanceSyncError<AzureError>> {

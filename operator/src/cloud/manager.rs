@@ -654,10 +654,25 @@ impl<P: CloudProvider> CloudManager<P> {
         writes: mpsc::UnboundedSender<NodePatch>,
         observer: Box<dyn Observer>,
     ) -> Result<Self, StartError<P::Error>> {
-        let started = Instant::now();
-        let first = provider.resync().await;
-        observer.background_sync(first.is_ok(), started.elapsed().as_secs_f64());
-        first.map_err(StartError::InitialSync)?;
+        // Cilium exits when the first resync fails; weft waits out what may pass (throttling,
+        // ARM or the network failing) and stops only on a refusal that needs a fix.
+        let mut wait = Duration::from_secs(1);
+        loop {
+            let started = Instant::now();
+            let first = provider.resync().await;
+            observer.background_sync(first.is_ok(), started.elapsed().as_secs_f64());
+            match first {
+                Ok(()) => break,
+                Err(error) if P::is_transient(&error) => {
+                    warn!(error = %crate::chain(&error), retry_in = ?wait,
+                        "initial synchronization with instances API failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(30));
+                }
+                Err(error) => return Err(StartError::InitialSync(error)),
+            }
+        }
+        info!("initial synchronization with instances API done");
         Ok(Self {
             shared: Arc::new(Shared {
                 provider,

@@ -88,6 +88,9 @@ pub trait CloudProvider: Send + Sync + 'static {
 
     /// Re-read every instance from the cloud.
     fn resync(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Whether a failed call may succeed if tried again (throttling, a cloud or network
+    /// failure), as opposed to a refusal that needs a fix.
+    fn is_transient(error: &Self::Error) -> bool;
     /// Re-read one instance.
     fn instance_sync(
         &self,

@@ -58,6 +58,27 @@ pub fn serve(
             ));
         }
     }
+    {
+        // Every VM, scale set, NIC and prefix lives in the nodes' group: another existing group
+        // (one holding only a VNet) lists none of them and finds none by name.
+        let m = lock(&shared.model);
+        if !same(&t.resource_group, &m.group)
+            && !matches!(
+                op,
+                Operation::SubnetGet | Operation::AsyncOperation | Operation::PublicIpGet
+            )
+        {
+            return match op {
+                Operation::VmssList | Operation::NicList | Operation::PrefixList => {
+                    Ok(page(&m, &[], call))
+                }
+                _ => Err(ArmError::resource_not_found(
+                    &format!("{}/{}", t.name, t.child),
+                    &t.resource_group,
+                )),
+            };
+        }
+    }
     if matches!(op, Operation::NicPut | Operation::VmssVmPut) {
         return write(shared, op, t, call, &principal, outcome);
     }

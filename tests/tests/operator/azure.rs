@@ -6,7 +6,9 @@
 //! asked to, work with exactly the roles of `deploy/azure/`, and say what is wrong where a
 //! user looks.
 
+mod failures;
 mod limits;
+mod rbac;
 mod release;
 
 use std::{collections::BTreeSet, net::Ipv4Addr, time::Duration};
@@ -67,7 +69,7 @@ impl Azure {
     }
 
     /// The operator flags pointing at the emulator, plus `extra`.
-    pub(crate) fn flags<'a>(&'a self, url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    pub(crate) fn flags<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         let mut flags = vec![
             "--ipam=azure",
             "--leader-election=false",
@@ -83,7 +85,7 @@ impl Azure {
     /// A started operator with `extra` flags.
     pub(crate) fn operator(&self, extra: &[&str]) -> Operator {
         let url = self.arm.url();
-        let mut op = Operator::new(&self.cluster.kubeconfig, &self.flags(&url, extra));
+        let mut op = Operator::new(&self.cluster.kubeconfig, &Self::flags(&url, extra));
         op.spawn();
         op.wait_log("--operator-prometheus-serve-addr", Duration::from_secs(20));
         op

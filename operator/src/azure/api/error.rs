@@ -178,18 +178,23 @@ impl ArmError {
         let Self::Http { code, message, .. } = self else {
             return None;
         };
-        if code != "AuthorizationFailed" {
-            return None;
-        }
         let quoted = |after: &str| {
             let start = message.find(after)? + after.len();
             let len = message[start..].find('\'')?;
             Some(message[start..start + len].to_owned())
         };
-        Some(AuthorizationFailure {
-            action: quoted("perform action '")?,
-            scope: quoted("over scope '")?,
-        })
+        match code.as_str() {
+            "AuthorizationFailed" => Some(AuthorizationFailure {
+                action: quoted("perform action '")?,
+                scope: quoted("over scope '")?,
+            }),
+            // Allowed the write, refused a `join` on a resource the body references.
+            "LinkedAuthorizationFailed" => Some(AuthorizationFailure {
+                action: quoted("does not have permission to perform action '")?,
+                scope: quoted("on the linked scope(s) '")?,
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -219,6 +224,24 @@ mod tests {
         );
         assert_eq!(err.status(), Some(403));
         assert!(!err.is_not_found());
+        let linked = ArmError::Http {
+            operation: "VirtualMachineScaleSetVMs.Update",
+            status: 403,
+            code: "LinkedAuthorizationFailed".into(),
+            message: "The client 'c' with object id 'o' has permission to perform action \
+                      'Microsoft.Compute/virtualMachineScaleSets/virtualMachines/write' on scope 'x'; \
+                      however, it does not have permission to perform action \
+                      'Microsoft.Network/virtualNetworks/subnets/join/action' on the linked \
+                      scope(s) '/subscriptions/s/.../subnets/a' or the linked scope(s) are invalid."
+                .into(),
+        };
+        assert_eq!(
+            linked.authorization_failed(),
+            Some(AuthorizationFailure {
+                action: "Microsoft.Network/virtualNetworks/subnets/join/action".into(),
+                scope: "/subscriptions/s/.../subnets/a".into(),
+            })
+        );
         assert_eq!(err.code(), Some("AuthorizationFailed"));
         let other = ArmError::Http {
             operation: "Interfaces.Get",

@@ -57,6 +57,10 @@ impl Mock {
 impl CloudProvider for Mock {
     type Error = MockError;
 
+    fn is_transient(_: &MockError) -> bool {
+        false
+    }
+
     async fn resync(&self) -> Result<(), MockError> {
         let mut c = self.0.lock().unwrap();
         c.calls.push("resync".into());
