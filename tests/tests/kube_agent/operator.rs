@@ -2,10 +2,11 @@
 //! and the operator in the bridge's own namespace, pods wired by `weft-cni`. The operator hands
 //! out cluster-pool blocks and multi-pool blocks; these scenarios check that what it writes is
 //! what the agents use (distinct blocks, growing and shrinking with demand, pool selection,
-//! reserved ranges) and that pods on different nodes reach each other. Conflicts it reports
+//! reserved ranges, Azure NIC addresses) and that pods on different nodes reach each other. Conflicts it reports
 //! must show on the CiliumNode and in `weft-agent status`. The operator alone, without agents,
 //! is tested in `tests/operator`.
 
+mod azure;
 mod cluster_pool;
 mod multi_pool;
 
@@ -105,6 +106,12 @@ impl Lan {
         let _in = ThreadNetNs::enter(&self.nodes[n - 1].path());
         agent.spawn();
         agent
+    }
+
+    /// Run `f` in the bridge's namespace (where the API server and the operator are).
+    pub(super) fn in_bridge<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _in = ThreadNetNs::enter(&self.bridge.path());
+        f()
     }
 
     /// The operator with `flags`, spawned next to the API server.
