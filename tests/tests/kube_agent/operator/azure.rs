@@ -75,7 +75,7 @@ fn pods_on_azure_nodes_get_nic_addresses_and_the_operator_tops_the_nodes_up() {
         .map(|n| lan.agent(n, &["--ipam", "azure", "--enable-health-checking", "false"]))
         .collect();
     for agent in &mut agents {
-        agent.wait_ready(Duration::from_secs(60));
+        agent.wait_ready(Duration::from_mins(1));
     }
     for n in 1..=2 {
         wait_for(&format!("node {n}'s pool"), Duration::from_secs(30), || {
