@@ -46,6 +46,10 @@ pub enum BenchTarget {
     /// multi-pool), then 100 deleted and 100 added, through the Kubernetes API emulator
     /// (`weft-tests` binary `bench-operator`).
     Operator,
+    /// `weft-operator --ipam azure` serving 100 and 1000 VMSS nodes created at once through
+    /// the ARM and Kubernetes API emulators, against the rate limit's floor (`weft-tests`
+    /// binary `bench-azure`).
+    Azure,
 }
 
 impl BenchTarget {
@@ -58,6 +62,7 @@ impl BenchTarget {
             Self::Runtime => ("weft-tests", "bench-runtime"),
             Self::Memory => ("weft-tests", "bench-memory"),
             Self::Operator => ("weft-tests", "bench-operator"),
+            Self::Azure => ("weft-tests", "bench-azure"),
         }
     }
 
@@ -66,7 +71,7 @@ impl BenchTarget {
     pub fn needs_binaries(self) -> Option<(&'static str, &'static [&'static str])> {
         match self {
             Self::Runtime | Self::Memory => Some(("weft-agent", &["weft-agent", "weft-cni"])),
-            Self::Operator => Some(("weft-operator", &["weft-operator"])),
+            Self::Operator | Self::Azure => Some(("weft-operator", &["weft-operator"])),
             Self::Datapath | Self::Ipam | Self::Masq => None,
         }
     }

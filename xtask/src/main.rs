@@ -57,6 +57,12 @@ enum Command {
     /// The API server is weft's Kubernetes API emulator, not a real one. Must run as root.
     /// Every command is echoed before it runs.
     DemoCluster(demo_cluster::DemoClusterArgs),
+    /// As `demo-cluster`, in Azure IPAM: the nodes are scale set instances in weft's ARM +
+    /// IMDS emulator (not Azure), the operator adds addresses to their NICs, pods on each node
+    /// take them and ping each other.
+    ///
+    /// Must run as root. Every command is echoed before it runs.
+    DemoAzure(demo_cluster::DemoClusterArgs),
     /// Run setup, then a benchmark in release mode.
     Bench(bench::BenchArgs),
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
@@ -76,7 +82,10 @@ fn main() -> ExitCode {
         Command::Test(args) => test::test(&args),
         Command::Demo(args) => demo::demo(&args),
         Command::DemoContainerd => demo_containerd::demo_containerd(),
-        Command::DemoCluster(args) => demo_cluster::demo_cluster(&args),
+        Command::DemoCluster(args) => {
+            demo_cluster::demo_cluster(&args, demo_cluster::Mode::MultiPool)
+        }
+        Command::DemoAzure(args) => demo_cluster::demo_cluster(&args, demo_cluster::Mode::Azure),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
         Command::Fuzz(args) => fuzz::fuzz(&args),

@@ -2,6 +2,7 @@
 //! measured in the same run, as ratios; none asserts on time.
 
 pub mod alloc;
+pub mod azure;
 pub mod ipam;
 pub mod masq;
 pub mod memory;

@@ -13,7 +13,7 @@
 //! its CiliumNode), and the CiliumNodes are stored through [`Emulator::put`], as fast as the
 //! emulator takes them. The emulator runs in this process, on one thread.
 
-mod blocks;
+pub(super) mod blocks;
 mod floor;
 mod http;
 mod phase;

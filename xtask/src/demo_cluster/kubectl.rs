@@ -6,7 +6,7 @@ use std::{fs, process::Command, thread::sleep, time::Duration};
 
 use anyhow::Result;
 
-use super::{DIR, NODES, path, section};
+use super::{DIR, Mode, NODES, path, section};
 use crate::run;
 
 pub(super) fn kubectl_alias() -> String {
@@ -74,7 +74,7 @@ pub(super) fn kubectl(args: &[&str]) -> Result<()> {
     run::run(&mut cmd)
 }
 
-pub(super) fn show_cilium_nodes() -> Result<()> {
+pub(super) fn show_cilium_nodes(mode: Mode) -> Result<()> {
     section("the CiliumNodes as a user reads them");
     // The agents write the demand their pods raised (spec.ipam.pools.requested) debounced,
     // 1 s here. Multi-pool leaves status.ipam.used empty, as Cilium's does.
@@ -84,12 +84,15 @@ pub(super) fn show_cilium_nodes() -> Result<()> {
     );
     kubectl(&["get", "ciliumnodes"])?;
     println!();
-    kubectl(&[
-        "get",
-        "ciliumnodes",
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{range .spec.ipam.pools.allocated[*]}{\"  \"}{.pool}{\": \"}{.cidrs}{\"\\n\"}{end}{end}",
-    ])?;
+    let by_node = match mode {
+        Mode::MultiPool => {
+            "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{range .spec.ipam.pools.allocated[*]}{\"  \"}{.pool}{\": \"}{.cidrs}{\"\\n\"}{end}{end}"
+        }
+        Mode::Azure => {
+            "jsonpath={range .items[*]}{.metadata.name}{\"\\n  used: \"}{.status.ipam.used}{\"\\n\"}{end}"
+        }
+    };
+    kubectl(&["get", "ciliumnodes", "-o", by_node])?;
     println!("\nCilium's troubleshooting command (empty: no allocation error on any node):");
     kubectl(&[
         "get",

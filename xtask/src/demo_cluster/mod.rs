@@ -37,12 +37,53 @@ use self::{
 };
 use crate::{run, setup, target_dir, workspace_root};
 
-/// Arguments of `cargo xtask demo-cluster`.
+/// Arguments of `cargo xtask demo-cluster` and `cargo xtask demo-azure`.
 #[derive(Debug, Args)]
 pub struct DemoClusterArgs {
     /// Leave the cluster running (also after a failure) and print how to use and remove it.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// Which IPAM the demo runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Multi-pool blocks of two CiliumPodIPPools.
+    MultiPool,
+    /// Azure IPAM: the nodes are VMSS instances in the ARM *emulator*, their pods take
+    /// addresses of the instances' NICs.
+    Azure,
+}
+
+impl Mode {
+    const fn ipam(self) -> &'static str {
+        match self {
+            Self::MultiPool => "multi-pool",
+            Self::Azure => "azure",
+        }
+    }
+}
+
+/// Where the ARM + IMDS emulator listens, on node-a (azure mode).
+const ARM_PORT: u16 = 8443;
+
+/// The Azure the demo's nodes live in: one VMSS with an instance per node.
+const SCENARIO: &str = "subscriptionId: 11111111-2222-3333-4444-555555555555
+resourceGroup: MC_weft_demo_westeurope
+vnets:
+  - name: demo-vnet
+    subnets: [{name: nodes, cidr: 10.240.0.0/22}]
+scaleSets:
+  - name: demo-vmss
+    nics: [{name: demo-vmss, subnet: nodes}]
+    instances: [{index: 0}, {index: 1}]
+";
+
+/// The node's provider ID in azure mode (instance `i` of the demo's VMSS).
+fn provider_id(i: usize) -> String {
+    format!(
+        "azure:///subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/MC_weft_demo_westeurope/providers/Microsoft.Compute/virtualMachineScaleSets/demo-vmss/virtualMachines/{i}"
+    )
 }
 
 /// Everything the demo writes lives here: kubeconfigs, logs, pid files, each node's state.
@@ -162,7 +203,7 @@ fn section(title: &str) {
 }
 
 /// Runs setup, builds the release binaries and runs the demo, cleaning up unless `keep`.
-pub fn demo_cluster(args: &DemoClusterArgs) -> Result<()> {
+pub fn demo_cluster(args: &DemoClusterArgs, mode: Mode) -> Result<()> {
     run::require_root("the demo loads eBPF and creates network namespaces")?;
     setup::setup()?;
     section("build the release agent, CNI plugin and operator, and the API server emulator");
@@ -178,14 +219,20 @@ pub fn demo_cluster(args: &DemoClusterArgs) -> Result<()> {
         "-p",
         "weft-tests",
     ]);
-    for name in ["weft-agent", "weft-cni", "weft-operator", "kube-emulator"] {
+    for name in [
+        "weft-agent",
+        "weft-cni",
+        "weft-operator",
+        "kube-emulator",
+        "arm-emulator",
+    ] {
         build.args(["--bin", name]);
     }
     run::echo_run(&mut build)?;
     remove_stale()?;
 
     let mut created = Created::default();
-    let result = run_demo(&mut created);
+    let result = run_demo(&mut created, mode);
     if result.is_err() {
         for daemon in &created.daemons {
             let log = path(&format!("{}.log", daemon.file));
@@ -214,7 +261,7 @@ pub fn demo_cluster(args: &DemoClusterArgs) -> Result<()> {
     result.and(cleaned)
 }
 
-fn run_demo(created: &mut Created) -> Result<()> {
+fn run_demo(created: &mut Created, mode: Mode) -> Result<()> {
     created.dir = true;
     for node in &NODES {
         fs::create_dir_all(node.dir())
@@ -222,11 +269,34 @@ fn run_demo(created: &mut Created) -> Result<()> {
     }
     make_nodes(created)?;
     start_api_server(created)?;
-    register(created)?;
-    start_agents(created)?;
+    if mode == Mode::Azure {
+        start_arm(created)?;
+    }
+    register(created, mode)?;
+    start_agents(created, mode)?;
     let addrs = add_pods(created)?;
-    ping_pods(&addrs)?;
-    show_cilium_nodes()
+    ping_pods(&addrs, mode)?;
+    show_cilium_nodes(mode)
+}
+
+/// The ARM + IMDS emulator on node-a, for weft-operator's Azure IPAM.
+fn start_arm(created: &mut Created) -> Result<()> {
+    section("Azure: weft's ARM + IMDS EMULATOR on node-a (not Azure)");
+    println!(
+        "The emulator (tests/src/azure, run as the `arm-emulator` program) speaks Azure Resource\n\
+         Manager's and the Instance Metadata Service's wire protocols: one scale set, an instance\n\
+         per node, each with a NIC on subnet 10.240.0.0/22. The operator adds ipConfigurations to\n\
+         the NICs as it would in Azure."
+    );
+    let scenario = path("azure-scenario.yaml");
+    fs::write(&scenario, SCENARIO)?;
+    println!("{}:\n{SCENARIO}", scenario.display());
+    let listen = format!("127.0.0.1:{ARM_PORT}");
+    let mut arm = NODES[0].enter(bin("arm-emulator"));
+    arm.args(["--listen", &listen, "--scenario"]).arg(&scenario);
+    let daemon = start_daemon(created, "arm-emulator", "arm-emulator", &mut arm)?;
+    wait_log(daemon, 20, "http://")?;
+    Ok(())
 }
 
 /// Two node namespaces that forward IPv4, joined by a veth.
@@ -354,19 +424,32 @@ fn start_api_server(created: &mut Created) -> Result<()> {
 }
 
 /// The Nodes (as kubelets register them), the pools and the pods' namespace, the operator.
-fn register(created: &mut Created) -> Result<()> {
+fn register(created: &mut Created, mode: Mode) -> Result<()> {
     section("what the kubelets would register: the two Nodes");
     let nodes: Vec<String> = NODES
         .iter()
-        .map(|n| {
+        .enumerate()
+        .map(|(i, n)| {
+            let spec = match mode {
+                Mode::MultiPool => String::new(),
+                Mode::Azure => format!("spec:\n  providerID: {}\n", provider_id(i)),
+            };
             format!(
                 "apiVersion: v1\nkind: Node\nmetadata:\n  name: {0}\n  labels:\n    kubernetes.io/hostname: {0}\n\
-                 status:\n  addresses:\n  - type: InternalIP\n    address: {1}\n  - type: Hostname\n    address: {0}\n",
+                 {spec}status:\n  addresses:\n  - type: InternalIP\n    address: {1}\n  - type: Hostname\n    address: {0}\n",
                 n.name, n.ip
             )
         })
         .collect();
     kubectl_create("nodes.yaml", &nodes.join("---\n"))?;
+    if mode == Mode::Azure {
+        section("the pods' second namespace (azure has no pools: every pod takes a NIC address)");
+        kubectl_create(
+            "namespace.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: mars\n",
+        )?;
+        return start_operator(created, mode);
+    }
 
     section("two CiliumPodIPPools, and a namespace whose pods take pool mars");
     let pools = "apiVersion: cilium.io/v2alpha1\nkind: CiliumPodIPPool\nmetadata:\n  name: default\n\
@@ -378,17 +461,35 @@ fn register(created: &mut Created) -> Result<()> {
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: mars\n  annotations:\n    {POOL_ANNOTATION}: mars\n"
     );
     kubectl_create("namespace.yaml", &namespace)?;
+    start_operator(created, mode)
+}
 
-    section("weft-operator on node-a: multi-pool, leader elected through a Lease");
+/// weft-operator on node-a, in `mode`, leading through a Lease.
+fn start_operator(created: &mut Created, mode: Mode) -> Result<()> {
+    section(&format!(
+        "weft-operator on node-a: {}, leader elected through a Lease",
+        mode.ipam()
+    ));
     let a = &NODES[0];
     let mut operator = a.enter(bin("weft-operator"));
     operator
         .env("RUST_LOG", "info")
         .arg("--kubeconfig")
         .arg(a.kubeconfig())
-        .args(["--ipam", "multi-pool"]);
+        .args(["--ipam", mode.ipam()]);
+    let ready = match mode {
+        Mode::MultiPool => "every CiliumNode listed",
+        Mode::Azure => {
+            // The cloud, subscription and resource group come from the emulator's IMDS.
+            let arm = format!("http://127.0.0.1:{ARM_PORT}");
+            operator
+                .args(["--azure-arm-endpoint", &arm])
+                .args(["--azure-imds-endpoint", &arm]);
+            "initial synchronization with instances API done"
+        }
+    };
     let daemon = start_daemon(created, "weft-operator", "operator", &mut operator)?;
-    let took = wait_log(daemon, 30, "every CiliumNode listed")?;
+    let took = wait_log(daemon, 30, ready)?;
     println!(
         "the operator leads and has listed the cluster after {:.1} s",
         took.as_secs_f64()
@@ -404,8 +505,15 @@ fn register(created: &mut Created) -> Result<()> {
     ])
 }
 
-fn start_agents(created: &mut Created) -> Result<()> {
-    section("a weft-agent on each node: multi-pool, 8 addresses pre-allocated in each pool");
+fn start_agents(created: &mut Created, mode: Mode) -> Result<()> {
+    section(match mode {
+        Mode::MultiPool => {
+            "a weft-agent on each node: multi-pool, 8 addresses pre-allocated in each pool"
+        }
+        Mode::Azure => {
+            "a weft-agent on each node: azure, addresses from the node's NIC (8 kept free)"
+        }
+    });
     let mut daemons = Vec::new();
     for (i, node) in NODES.iter().enumerate() {
         let dir = node.dir();
@@ -427,10 +535,12 @@ fn start_agents(created: &mut Created) -> Result<()> {
             .arg(dir.join("weft.sock"))
             .arg("--delete-queue-dir")
             .arg(dir.join("delete-queue"))
-            .args(["--ipam", "multi-pool"])
-            .args(["--ipam-multi-pool-pre-allocation", "default=8,mars=8"])
+            .args(["--ipam", mode.ipam()])
             .args(["--ipam-cilium-node-update-rate", "1s"])
             .args(["--auto-direct-node-routes", "true", "--devices", node.dev]);
+        if mode == Mode::MultiPool {
+            agent.args(["--ipam-multi-pool-pre-allocation", "default=8,mars=8"]);
+        }
         created.pin_dirs.push(i);
         let file = if i == 0 {
             "agent-node-a"
@@ -452,6 +562,9 @@ fn start_agents(created: &mut Created) -> Result<()> {
             socket.display(),
             took.as_secs_f64()
         );
+    }
+    if mode == Mode::Azure {
+        return nic_addresses();
     }
     let took = wait(
         30,
@@ -478,5 +591,35 @@ fn start_agents(created: &mut Created) -> Result<()> {
         "ciliumnodes",
         "-o",
         "custom-columns=NAME:.metadata.name,REQUESTED:.spec.ipam.pools.requested[*].pool,ALLOCATED:.spec.ipam.pools.allocated[*].cidrs[*]",
+    ])
+}
+
+/// Azure: wait until the operator put 8 addresses of each node's NIC in its pool; show them.
+fn nic_addresses() -> Result<()> {
+    let took = wait(
+        30,
+        "the operator to fill both nodes' pools from their NICs",
+        || {
+            let text = run::output(&mut kubectl_shown(&["get", "ciliumnodes", "-o", "json"]))?;
+            let list: serde_json::Value = serde_json::from_str(&text)?;
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            Ok(items.len() == NODES.len()
+                && items.iter().all(|n| {
+                    n["spec"]["ipam"]["pool"]
+                        .as_object()
+                        .is_some_and(|p| p.len() >= 8)
+                }))
+        },
+    )?;
+    println!(
+        "both nodes hold 8 free NIC addresses (after {:.1} s more)",
+        took.as_secs_f64()
+    );
+    println!("\neach node's instance, its NIC and the addresses the operator added to it:");
+    kubectl(&[
+        "get",
+        "ciliumnodes",
+        "-o",
+        "custom-columns=NAME:.metadata.name,INSTANCE:.spec.instance-id,NIC:.status.azure.interfaces[*].name,ADDRESSES:.status.azure.interfaces[*].addresses[*].ip",
     ])
 }

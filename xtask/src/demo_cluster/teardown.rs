@@ -187,8 +187,9 @@ pub fn cleanup(created: &Created) -> Result<()> {
 }
 
 /// The background programs a run records, as (comm, file).
-pub const DAEMONS: [(&str, &str); 4] = [
+pub const DAEMONS: [(&str, &str); 5] = [
     ("kube-emulator", "kube-emulator"),
+    ("arm-emulator", "arm-emulator"),
     ("weft-operator", "operator"),
     ("weft-agent", "agent-node-a"),
     ("weft-agent", "agent-node-b"),
