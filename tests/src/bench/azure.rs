@@ -167,39 +167,54 @@ fn run_one(opts: &AzureOptions, nodes: usize) -> Result<RunResult> {
     let seconds = started.elapsed().as_secs_f64();
     let pid = op.pid().context("the operator exited")?;
     let proc = read_proc(pid)?;
-    let during: Vec<_> = arm.requests().into_iter().skip(before.len()).collect();
-    let is_arm = |op: Operation| {
-        !matches!(
-            op,
-            Operation::AsyncOperation
-                | Operation::ImdsInstance
-                | Operation::ImdsToken
-                | Operation::AadToken
-        )
-    };
-    let limited: Vec<_> = during.iter().filter(|r| is_arm(r.operation)).collect();
-    let polls = during
-        .iter()
-        .filter(|r| r.operation == Operation::AsyncOperation)
-        .count();
-    // Requests per one-second window, by arrival.
-    let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
-    for r in &limited {
-        let offset = r.at.saturating_duration_since(limited[0].at);
-        *per_second.entry(offset.as_secs()).or_default() += 1;
-    }
+    let (limited, polls, peak_rate) = calls(&arm, before.len());
     #[expect(clippy::cast_precision_loss, reason = "node and call counts")]
     let floor = ((2 * nodes) as f64 - f64::from(opts.burst)).max(0.0) / opts.qps;
     Ok(RunResult {
         nodes,
         seconds,
-        limited_calls: limited.len() as u64,
-        polls: polls as u64,
-        peak_rate: per_second.values().copied().max().unwrap_or(0),
+        limited_calls: limited,
+        polls,
+        peak_rate,
         #[expect(clippy::cast_precision_loss, reason = "KiB to MiB")]
         hwm_mib: proc.hwm_kib as f64 / 1024.0,
         floor,
     })
+}
+
+/// The ARM calls after the first `skip` requests: rate-limited ones, LRO polls, and the most
+/// rate-limited ones that arrived in any one second.
+fn calls(arm: &ArmEmulator, skip: usize) -> (u64, u64, usize) {
+    let during: Vec<_> = arm.requests().into_iter().skip(skip).collect();
+    let limited: Vec<_> = during
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r.operation,
+                Operation::AsyncOperation
+                    | Operation::ImdsInstance
+                    | Operation::ImdsToken
+                    | Operation::AadToken
+            )
+        })
+        .collect();
+    let polls = during
+        .iter()
+        .filter(|r| r.operation == Operation::AsyncOperation)
+        .count();
+    let mut per_second: BTreeMap<u64, usize> = BTreeMap::new();
+    if let Some(first) = limited.first().map(|r| r.at) {
+        for r in &limited {
+            *per_second
+                .entry(r.at.saturating_duration_since(first).as_secs())
+                .or_default() += 1;
+        }
+    }
+    (
+        limited.len() as u64,
+        polls as u64,
+        per_second.values().copied().max().unwrap_or(0),
+    )
 }
 
 /// Run the benchmark and print its table.
