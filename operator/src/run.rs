@@ -1,6 +1,7 @@
 //! The composition root: resolve the configuration, build the mode's allocator, connect,
-//! serve `/healthz` (and `/metrics`), wait for leadership, create the configured pools, then
-//! run the event loop and the writer until SIGTERM/SIGINT or lost leadership. Only the leader
+//! serve `/healthz` (and `/metrics`), wait for leadership, create the configured pools (or,
+//! in azure mode, set up Azure and start the cloud manager with its first resync), then run
+//! the event loop and the writer until SIGTERM/SIGINT or lost leadership. Only the leader
 //! watches and writes, so a replica that is not leading mutates nothing.
 
 use std::{

@@ -1,6 +1,8 @@
-//! The event loop: one task owns the [`NodeManager`] and takes, in order, the events of three
-//! watches (kube's `watcher` with its default backoff, so dropped watches re-list and resume):
-//! CiliumPodIPPools (multi-pool), CiliumNodes and v1 Nodes. A re-list is diffed against what
+//! The event loop: one task owns the manager (the block modes' [`NodeManager`] or the cloud
+//! manager, both behind [`Nodes`]) and takes, in order, the events of the watches (kube's
+//! `watcher` with its default backoff, so dropped watches re-list and resume):
+//! CiliumPodIPPools (multi-pool), CiliumNodes, v1 Nodes, and in cloud modes Pods (pending pods
+//! bound to a node raise its next allocation, Cilium's surge). A re-list is diffed against what
 //! the manager knew, so objects deleted while a watch was down are released too. Fresh blocks
 //! are handed out only once every CiliumNode (and pool) was listed: existing allocations are
 //! re-occupied first. A deleted v1 Node deletes its CiliumNode; a periodic collection deletes

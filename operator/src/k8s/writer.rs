@@ -3,8 +3,9 @@
 //! most once per second (Cilium batches with a 1 s trigger), several nodes at a time, and
 //! retries what failed for a transient reason. Parts go as JSON merge patches of exactly the
 //! fields the operator owns (`spec.ipam.podCIDRs` or `spec.ipam.pools.allocated`, and
-//! `status.ipam.operator-status` through `/status`), so nothing another writer (the agent)
-//! owns is ever overwritten. Deletions of CiliumNodes (gone nodes) go through here too.
+//! `status.ipam.operator-status` through `/status`; in cloud modes the cloud manager's patches
+//! of `spec.ipam.pool`, `status.azure` and its `status.ipam` fields, composed while queued), so
+//! nothing another writer (the agent) owns is ever overwritten. Deletions of CiliumNodes (gone nodes) go through here too.
 
 use std::{
     collections::BTreeMap,
