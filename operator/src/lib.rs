@@ -1,7 +1,7 @@
 //! weft-operator: the cluster-wide half of weft's IPAM. It hands node CIDRs to CiliumNodes
 //! (cluster-pool, multi-pool) and keeps Azure NICs stocked with addresses (azure) the way
-//! Cilium's operator does, deletes the CiliumNodes of
-//! deleted nodes, and runs as replicas of which one, elected through a Lease, mutates.
+//! Cilium's operator does, deletes the CiliumNodes of deleted nodes, and runs as replicas of
+//! which one, elected through a Lease, mutates.
 //!
 //! Dependencies run one way: this crate uses `weft-k8s` (the CRD wire types and the client
 //! plumbing it shares with the agent) and never the agent or its datapath; the agent's
