@@ -210,6 +210,16 @@ pub fn status_interfaces(nics: &BTreeMap<String, AzureInterface>) -> Vec<AzureIn
 }
 
 impl<A: AzureApi + 'static> Instances<A> {
+    /// The name of the node's NIC `interface_id`, from the cache.
+    fn nic_name(&self, node: NodeRef<'_>, interface_id: &str) -> Result<String, AzureError> {
+        self.instance(node)?
+            .get(interface_id)
+            .map(|nic| nic.name.clone())
+            .ok_or_else(|| AzureError::NotInCache {
+                instance: node.instance_id.to_owned(),
+            })
+    }
+
     fn instance(&self, node: NodeRef<'_>) -> Result<BTreeMap<String, AzureInterface>, AzureError> {
         if let Some(nics) = self.lock().instances.get(node.instance_id) {
             return Ok(nics.clone());
@@ -353,13 +363,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         node: NodeRef<'_>,
         action: &AllocationAction,
     ) -> Result<(), AzureError> {
-        let name = self
-            .instance(node)?
-            .get(&action.interface_id)
-            .map(|nic| nic.name.clone())
-            .ok_or_else(|| AzureError::NotInCache {
-                instance: node.instance_id.to_owned(),
-            })?;
+        let name = self.nic_name(node, &action.interface_id)?;
         let parts = resource_id::nic_parts(&action.interface_id);
         let count = usize::try_from(action.available_for_allocation).unwrap_or(usize::MAX);
         match (parts.vmss, parts.vm_id) {
@@ -432,13 +436,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
     }
 
     async fn release(&self, node: NodeRef<'_>, action: &ReleaseAction) -> Result<(), AzureError> {
-        let name = self
-            .instance(node)?
-            .get(&action.interface_id)
-            .map(|nic| nic.name.clone())
-            .ok_or_else(|| AzureError::NotInCache {
-                instance: node.instance_id.to_owned(),
-            })?;
+        let name = self.nic_name(node, &action.interface_id)?;
         let ips = action
             .ips
             .iter()

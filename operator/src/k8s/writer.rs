@@ -163,7 +163,6 @@ async fn carry_out(
     mut p: Pending,
     metrics: Metrics,
 ) -> (String, Done) {
-    let params = PatchParams::default();
     if p.delete {
         return match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {
@@ -177,80 +176,60 @@ async fn carry_out(
             }
         };
     }
-    if let Some(part) = p.spec.take() {
-        match api
-            .patch(&name, &params, &Patch::Merge(spec_patch(&part)))
-            .await
-        {
-            Ok(_) => {
-                metrics
-                    .writes
-                    .get_or_create(&PartLabels { part: "spec" })
-                    .inc();
-            }
-            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
-            Err(error) => {
-                warn!(node = %name, %error, "writing CiliumNode spec failed; will retry");
-                p.spec = Some(part);
-                return (name, Done::Retry(p));
-            }
+    // Each subresource gets one merge patch: the typed part and the cloud manager's patch
+    // composed. A part stays queued until its patch went through.
+    let spec = compose_patches(p.spec.as_ref().map(spec_patch), p.spec_patch.clone());
+    if let Some(patch) = spec {
+        match send(&api, &name, "spec", &patch, &metrics).await {
+            Sent::Done => (p.spec, p.spec_patch) = (None, None),
+            Sent::Gone => return (name, Done::Ok),
+            Sent::Failed => return (name, Done::Retry(p)),
         }
     }
-    if let Some(patch) = p.spec_patch.take() {
-        match api.patch(&name, &params, &Patch::Merge(&patch)).await {
-            Ok(_) => {
-                metrics
-                    .writes
-                    .get_or_create(&PartLabels { part: "spec" })
-                    .inc();
-            }
-            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
-            Err(error) => {
-                warn!(node = %name, %error, "writing CiliumNode spec failed; will retry");
-                p.spec_patch = Some(patch);
-                return (name, Done::Retry(p));
-            }
-        }
-    }
-    if let Some(patch) = p.status_patch.take() {
-        match api
-            .patch_status(&name, &params, &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {
-                metrics
-                    .writes
-                    .get_or_create(&PartLabels { part: "status" })
-                    .inc();
-            }
-            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
-            Err(error) => {
-                warn!(node = %name, %error, "writing CiliumNode status failed; will retry");
-                p.status_patch = Some(patch);
-                return (name, Done::Retry(p));
-            }
-        }
-    }
-    if let Some(error_text) = p.error.take() {
-        match api
-            .patch_status(&name, &params, &Patch::Merge(status_patch(&error_text)))
-            .await
-        {
-            Ok(_) => {
-                metrics
-                    .writes
-                    .get_or_create(&PartLabels { part: "status" })
-                    .inc();
-            }
-            Err(e) if status_code(&e) == Some(404) => return (name, Done::Ok),
-            Err(error) => {
-                warn!(node = %name, %error, "writing CiliumNode status failed; will retry");
-                p.error = Some(error_text);
-                return (name, Done::Retry(p));
-            }
+    let status = compose_patches(p.error.as_deref().map(status_patch), p.status_patch.clone());
+    if let Some(patch) = status {
+        match send(&api, &name, "status", &patch, &metrics).await {
+            Sent::Done => (p.error, p.status_patch) = (None, None),
+            Sent::Gone => return (name, Done::Ok),
+            Sent::Failed => return (name, Done::Retry(p)),
         }
     }
     (name, Done::Ok)
+}
+
+/// Outcome of one merge patch.
+enum Sent {
+    Done,
+    /// The CiliumNode no longer exists: nothing left to write.
+    Gone,
+    Failed,
+}
+
+/// One merge patch of `part` (`spec`: the object; `status`: the status subresource).
+async fn send(
+    api: &Api<DynamicObject>,
+    name: &str,
+    part: &'static str,
+    patch: &Value,
+    metrics: &Metrics,
+) -> Sent {
+    let params = PatchParams::default();
+    let result = if part == "status" {
+        api.patch_status(name, &params, &Patch::Merge(patch)).await
+    } else {
+        api.patch(name, &params, &Patch::Merge(patch)).await
+    };
+    match result {
+        Ok(_) => {
+            metrics.writes.get_or_create(&PartLabels { part }).inc();
+            Sent::Done
+        }
+        Err(e) if status_code(&e) == Some(404) => Sent::Gone,
+        Err(error) => {
+            warn!(node = %name, %error, part, "writing CiliumNode failed; will retry");
+            Sent::Failed
+        }
+    }
 }
 
 /// Queue `op` for its node; an Event is posted at once, in the background.

@@ -200,8 +200,10 @@ fn reserved_ranges_keep_new_blocks_out() {
         &json!({"cidrs": ["10.50.0.0/24"], "maskSize": 26}),
     );
     request(&cluster, "n1", &[("default", 60)]);
-    let _op = cluster.operator(&FLAGS);
+    let op = cluster.operator(&FLAGS);
     wait_allocated(&cluster, "n1", "default", &["10.50.0.0/26"]);
+    let free = "weft_operator_ipam_pool_blocks{pool=\"default\",family=\"ipv4\",state=\"free\"}";
+    let before = op.metric(free);
     // Migration: the old CIDR reserved, a new one added.
     pool(
         &cluster,
@@ -210,6 +212,15 @@ fn reserved_ranges_keep_new_blocks_out() {
             "cidrs": ["10.50.0.0/24", "10.60.0.0/24"], "maskSize": 26,
             "pool": [{"cidr": "10.50.0.0/24", "reservedRanges": [{"start": "10.50.0.0", "end": "10.50.0.255"}]}],
         }),
+    );
+    // n2 asks only once the operator took in the migration (its free blocks changed).
+    wait_for(
+        "the operator to see the new pool spec",
+        Duration::from_secs(20),
+        || {
+            let now = op.metric(free);
+            (now != before).then_some(()).ok_or(format!("{now:?}"))
+        },
     );
     request(&cluster, "n2", &[("default", 100)]);
     wait_allocated(
