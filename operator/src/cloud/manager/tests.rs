@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::cloud::{AllocationAction, Available, InterfaceStats, ReleaseAction};
+use crate::cloud::{AllocationAction, Available, InstanceSyncError, InterfaceStats, ReleaseAction};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

@@ -1,0 +1,127 @@
+//! What the manager writes of a node: the fields it owns ([`Shown`]) compared with what the
+//! object shows, or with what was last sent while an event may still be on its way, and
+//! turned into the merge patches of only what differs.
+
+use std::{collections::BTreeMap, time::Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{EXPECT_FOR, Entry, NodePatch, Shared};
+use crate::cloud::{CloudProvider, view::CloudNodeView};
+
+/// What the operator wants a CiliumNode to show of the fields it owns.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Shown {
+    /// `spec.ipam.pool`: address → resource.
+    pool: BTreeMap<String, String>,
+    /// `spec.ipam.pre-allocate`.
+    pre_allocate: i64,
+    /// The provider's status part (`status.azure`).
+    provider: Value,
+    /// `status.ipam.assigned-static-ip`.
+    static_ip: String,
+    /// `status.ipam.operator-status.error`.
+    error: String,
+}
+
+impl Shown {
+    pub(super) fn of_view(view: &CloudNodeView) -> Self {
+        Self {
+            pool: view.pool.clone(),
+            pre_allocate: view.pre_allocate,
+            provider: json!({"azure": {"interfaces": view.azure_interfaces}}),
+            static_ip: view.assigned_static_ip.clone(),
+            error: view.operator_error.clone(),
+        }
+    }
+
+    /// The patches that turn `self` into `want` (`None`: that part is already right).
+    fn patches(&self, want: &Self) -> (Option<Value>, Option<Value>) {
+        let mut pool = Map::new();
+        for (ip, resource) in &want.pool {
+            if self.pool.get(ip) != Some(resource) {
+                pool.insert(ip.clone(), json!({ "resource": resource }));
+            }
+        }
+        for ip in self.pool.keys().filter(|ip| !want.pool.contains_key(*ip)) {
+            pool.insert(ip.clone(), Value::Null);
+        }
+        let mut ipam = Map::new();
+        if !pool.is_empty() {
+            ipam.insert("pool".into(), Value::Object(pool));
+        }
+        if self.pre_allocate != want.pre_allocate {
+            ipam.insert("pre-allocate".into(), json!(want.pre_allocate));
+        }
+        let spec = (!ipam.is_empty()).then(|| json!({"spec": {"ipam": ipam}}));
+        let mut status = Map::new();
+        if self.provider != want.provider
+            && let Some(parts) = want.provider.as_object()
+        {
+            status.extend(parts.clone());
+        }
+        let mut ipam = Map::new();
+        if self.static_ip != want.static_ip {
+            ipam.insert("assigned-static-ip".into(), json!(want.static_ip));
+        }
+        if self.error != want.error {
+            let error = if want.error.is_empty() {
+                Value::Null
+            } else {
+                json!(want.error)
+            };
+            ipam.insert("operator-status".into(), json!({ "error": error }));
+        }
+        if !ipam.is_empty() {
+            status.insert("ipam".into(), Value::Object(ipam));
+        }
+        let status = (!status.is_empty()).then(|| json!({ "status": status }));
+        (spec, status)
+    }
+}
+
+impl<P: CloudProvider> Shared<P> {
+    /// Publish the node's addresses, interfaces, static IP and error where they differ from
+    /// what the object shows (or, while an event may still be on its way, from what was last
+    /// sent).
+    pub(super) fn publish(&self, entry: &mut Entry) {
+        let state = &entry.state;
+        let view = &state.view;
+        let believed = match &entry.published {
+            Some((shown, at)) if at.elapsed() < EXPECT_FOR => shown.clone(),
+            _ => Shown::of_view(view),
+        };
+        // While the cache lacks the instance, what the node shows of it stays as it is: a
+        // misconfigured resource group or a bad answer must not empty a node's pool.
+        let known = !state.instance_missing;
+        let want = Shown {
+            pool: if known {
+                state.available.clone()
+            } else {
+                believed.pool.clone()
+            },
+            pre_allocate: if view.pre_allocate == 0 {
+                i64::try_from(self.provider.min_allocatable()).unwrap_or(i64::MAX)
+            } else {
+                view.pre_allocate
+            },
+            provider: if known {
+                self.provider.status(Self::node_ref(view))
+            } else {
+                believed.provider.clone()
+            },
+            static_ip: state.assigned_static_ip.clone(),
+            error: state.error.clone(),
+        };
+        let (spec, status) = believed.patches(&want);
+        if spec.is_none() && status.is_none() {
+            return;
+        }
+        entry.published = Some((want, Instant::now()));
+        let _ = self.writes.send(NodePatch {
+            node: view.name.clone(),
+            spec,
+            status,
+        });
+    }
+}

@@ -1,0 +1,325 @@
+//! One node's pool maintainer: the task that waits for its node to be kicked (or its retry
+//! to come due), runs a round (Cilium's `MaintainIPPool`: the instance synchronised first if
+//! the cache lacks it, the static IP, then a release or an allocation), backs off after a
+//! failure, and after a round reads the instance again and looks at every node.
+
+use std::{
+    sync::{Arc, PoisonError, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use super::{MAX_BACKOFF, NodePatch, Outcome, ROUND_INTERVAL, Shared, UNSTABLE_RETRY};
+use crate::cloud::{CloudProvider, InstanceSyncError, NodeRef, ReleaseAction, view::CloudNodeView};
+
+impl<P: CloudProvider> Shared<P> {
+    /// One pool-maintainer round (Cilium's `MaintainIPPool`). Returns whether the cloud was
+    /// changed.
+    async fn round(&self, name: &str) -> Result<bool, String> {
+        if !self.stable.load(Ordering::Relaxed) {
+            return Err(
+                "instances API is unstable. Blocking mutating operations. See logs for details."
+                    .to_owned(),
+            );
+        }
+        let Some(instance) = self
+            .lock()
+            .get(name)
+            .map(|e| e.state.view.instance_id.clone())
+        else {
+            return Ok(false);
+        };
+        if !instance.is_empty() && !self.provider.has_instance(&instance) {
+            let started = Instant::now();
+            match self.provider.instance_sync(&instance).await {
+                Ok(()) => self.resync_nodes(started),
+                Err(InstanceSyncError::NotFound(e) | InstanceSyncError::Failed(e)) => {
+                    return Err(crate::chain(&e));
+                }
+            }
+        }
+        let Some((view, needed, excess, static_needed)) = self.lock().get(name).map(|e| {
+            (
+                e.state.view.clone(),
+                e.state.needed,
+                e.state.excess,
+                e.state.static_ip_needed(),
+            )
+        }) else {
+            return Ok(false);
+        };
+        let node = Self::node_ref(&view);
+        let mut mutated = false;
+        if static_needed {
+            let ip = self
+                .provider
+                .allocate_static_ip(node, &view.static_ip_tags)
+                .await
+                .map_err(|e| {
+                    format!("unable to assign a static public IP: {}", crate::chain(&e))
+                })?;
+            info!(node = %name, %ip, "assigned static public IP");
+            if let Some(e) = self.lock().get_mut(name) {
+                e.state.assigned_static_ip = ip;
+            }
+            mutated = true;
+        }
+        if self.settings.release_excess && excess > 0 {
+            let action =
+                self.provider
+                    .prepare_release(node, u64::try_from(excess).unwrap_or(0), &view.used);
+            if !action.ips.is_empty() {
+                return self
+                    .release(name, &view, &action)
+                    .await
+                    .map(|r| r || mutated);
+            }
+        }
+        if needed <= 0 {
+            return Ok(mutated);
+        }
+        let needed = u64::try_from(needed).unwrap_or(0);
+        let above = u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0);
+        Ok(self.allocate(node, needed, above).await? || mutated)
+    }
+
+    /// Resolve a deficit of `needed` addresses (plus `above` the watermark and the surge of
+    /// pending pods). Returns whether addresses were added.
+    async fn allocate(&self, node: NodeRef<'_>, needed: u64, above: u64) -> Result<bool, String> {
+        let name = node.name;
+        let mut action = self
+            .provider
+            .prepare_allocation(node)
+            .map_err(|e| crate::chain(&e))?;
+        let pending = self
+            .pending_pods
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .copied()
+            .unwrap_or(0);
+        let surge = pending.saturating_sub(needed);
+        action.max_to_allocate = needed + above + surge;
+        if action.available_for_allocation == 0 {
+            debug!(node = %name, candidates = action.interface_candidates,
+                "no interface and subnet can take another address (the instance is out of interfaces)");
+            return Ok(false);
+        }
+        action.available_for_allocation =
+            action.available_for_allocation.min(action.max_to_allocate);
+        info!(node = %name, needed, surge, allocating = action.available_for_allocation,
+            interface = %action.interface_id, subnet = %action.pool_id, "Resolving IP deficit of node");
+        let started = Instant::now();
+        let result = self.provider.allocate(node, &action).await;
+        let secs = started.elapsed().as_secs_f64();
+        match result {
+            Ok(()) => {
+                self.observer.round(
+                    Outcome::Allocated,
+                    &action.pool_id,
+                    action.available_for_allocation,
+                    secs,
+                );
+                Ok(true)
+            }
+            Err(e) => {
+                self.observer
+                    .round(Outcome::AllocationFailed, &action.pool_id, 0, secs);
+                Err(format!(
+                    "unable to assign additional IPs to interface {}: {}",
+                    action.interface_id,
+                    crate::chain(&e)
+                ))
+            }
+        }
+    }
+
+    /// The operator's side of the release handshake for `action`'s addresses.
+    async fn release(
+        &self,
+        name: &str,
+        view: &CloudNodeView,
+        action: &ReleaseAction,
+    ) -> Result<bool, String> {
+        let ready: Vec<String> = action
+            .ips
+            .iter()
+            .filter(|ip| {
+                view.release_ips
+                    .get(*ip)
+                    .is_some_and(|s| s == "ready-for-release")
+            })
+            .cloned()
+            .collect();
+        let mut marks = Map::new();
+        for ip in &action.ips {
+            if !view.release_ips.contains_key(ip) {
+                marks.insert(ip.clone(), json!("marked-for-release"));
+            }
+        }
+        // An address the agent refused, or one no longer chosen, is dropped from the handshake.
+        for (ip, state) in &view.release_ips {
+            if state == "do-not-release"
+                || (state == "marked-for-release" && !action.ips.contains(ip))
+            {
+                marks.insert(ip.clone(), Value::Null);
+            }
+        }
+        if !marks.is_empty() {
+            let _ = self.writes.send(NodePatch {
+                node: name.to_owned(),
+                spec: None,
+                status: Some(json!({"status": {"ipam": {"release-ips": marks}}})),
+            });
+        }
+        if ready.is_empty() {
+            return Ok(false);
+        }
+        let batch = ReleaseAction {
+            ips: ready.clone(),
+            ..action.clone()
+        };
+        let started = Instant::now();
+        match self.provider.release(Self::node_ref(view), &batch).await {
+            Ok(()) => {
+                self.observer.round(
+                    Outcome::Released,
+                    &batch.pool_id,
+                    ready.len() as u64,
+                    started.elapsed().as_secs_f64(),
+                );
+                let released: Map<String, Value> = ready
+                    .iter()
+                    .map(|ip| (ip.clone(), json!("released")))
+                    .collect();
+                info!(node = %name, addresses = ?ready, "released excess addresses");
+                let _ = self.writes.send(NodePatch {
+                    node: name.to_owned(),
+                    spec: None,
+                    status: Some(json!({"status": {"ipam": {"release-ips": released}}})),
+                });
+                Ok(true)
+            }
+            Err(e) => {
+                self.observer.round(
+                    Outcome::ReleaseFailed,
+                    &batch.pool_id,
+                    0,
+                    started.elapsed().as_secs_f64(),
+                );
+                Err(format!(
+                    "unable to release addresses {ready:?}: {}",
+                    crate::chain(&e)
+                ))
+            }
+        }
+    }
+
+    /// After a round: the instance's fresh state from the cloud, then every node again.
+    async fn after_round(&self, name: &str) {
+        let Some(instance) = self
+            .lock()
+            .get(name)
+            .map(|e| e.state.view.instance_id.clone())
+        else {
+            return;
+        };
+        let started = Instant::now();
+        match self.provider.instance_sync(&instance).await {
+            Ok(()) => self.resync_nodes(started),
+            Err(InstanceSyncError::NotFound(error)) => {
+                warn!(node = %name, %instance, %error, "instance not found by the cloud API");
+            }
+            Err(InstanceSyncError::Failed(error)) => {
+                debug!(node = %name, %instance, %error, "instance sync failed; the next full resync refreshes it");
+            }
+        }
+    }
+}
+
+fn backoff(failures: u32, nodes: usize) -> Duration {
+    let base = Duration::from_secs(1).saturating_mul(1 << failures.min(10));
+    // Cilium scales by ln(1 + nodes) so that a large cluster's retries spread out.
+    #[expect(clippy::cast_precision_loss, reason = "a node count as a scale factor")]
+    let scale = (1.0 + nodes as f64).ln().max(1.0);
+    let jitter = 1.0 + fastrand::f64() * 0.2;
+    base.mul_f64(scale * jitter).min(MAX_BACKOFF)
+}
+
+pub(super) async fn maintainer<P: CloudProvider>(
+    shared: Arc<Shared<P>>,
+    name: String,
+    kick: Arc<Notify>,
+) {
+    let mut failures = 0u32;
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut hold_until: Option<tokio::time::Instant> = None;
+    loop {
+        match retry_at {
+            Some(at) => {
+                tokio::select! {
+                    () = kick.notified() => {}
+                    () = tokio::time::sleep_until(at) => {}
+                }
+            }
+            None => kick.notified().await,
+        }
+        // A failed round is not retried before its backoff ends, however often the node is
+        // kicked meanwhile (no error storm against the cloud).
+        if let Some(at) = hold_until.take() {
+            tokio::time::sleep_until(at).await;
+        }
+        tokio::time::sleep(ROUND_INTERVAL).await;
+        let Ok(permit) = shared.workers.acquire().await else {
+            return;
+        };
+        let result = shared.round(&name).await;
+        drop(permit);
+        let changed = matches!(result, Ok(true));
+        let failed = result.is_err();
+        {
+            let mut nodes = shared.lock();
+            let count = nodes.len();
+            let Some(entry) = nodes.get_mut(&name) else {
+                return;
+            };
+            entry.state.waiting_for_maintenance = false;
+            match &result {
+                Ok(changed) => {
+                    failures = 0;
+                    retry_at = None;
+                    // Cilium waits for a newer sync after every round; only a round that
+                    // changed the cloud has anything to wait for.
+                    if *changed {
+                        entry.state.resync_needed = Some(Instant::now());
+                    }
+                    entry.state.error.clear();
+                }
+                Err(error) => {
+                    let unstable = !shared.stable.load(Ordering::Relaxed);
+                    let wait = if unstable {
+                        UNSTABLE_RETRY
+                    } else {
+                        failures += 1;
+                        backoff(failures, count)
+                    };
+                    retry_at = Some(tokio::time::Instant::now() + wait);
+                    // While the API is unstable, the resync that ends it kicks the node.
+                    hold_until = (!unstable).then_some(tokio::time::Instant::now() + wait);
+                    warn!(node = %name, %error, retry_in = ?wait, "pool maintainer round failed");
+                    if !unstable {
+                        entry.state.error.clone_from(error);
+                    }
+                }
+            }
+            shared.recalculate(&mut entry.state);
+            shared.publish(entry);
+        }
+        if changed || failed {
+            shared.after_round(&name).await;
+        }
+    }
+}
