@@ -10,7 +10,7 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use tracing::warn;
+use tracing::{debug, warn};
 use weft_k8s::crd::azure::{AzureInterface, INTERFACE_ADDRESS_LIMIT, STATE_SUCCEEDED};
 
 use super::{
@@ -171,6 +171,11 @@ pub fn interfaces_and_ips(
         for address in &nic.addresses {
             if address.state == STATE_SUCCEEDED {
                 available.insert(address.ip.clone(), nic.id.clone());
+            } else if matches!(address.state.as_str(), "updating" | "creating") {
+                // Still being added (its PUT's operation runs): not worth a warning on every
+                // pass over the nodes.
+                debug!(interface = %nic.id, ip = %address.ip, state = %address.state,
+                    "Ignoring potentially available IP due to non-successful state");
             } else {
                 warn!(interface = %nic.id, ip = %address.ip, state = %address.state,
                     "Ignoring potentially available IP due to non-successful state");
