@@ -306,9 +306,6 @@ impl<P: CloudProvider> CloudManager<P> {
                 published: None,
             }
         });
-        if let Some(text) = view.invalid_text() {
-            entry.state.error = text;
-        }
         // What was sent is settled once the object shows it.
         if entry
             .published

@@ -581,3 +581,26 @@ async fn excess_is_released_only_after_the_agent_agrees() {
     );
     assert!(!release_calls[0].contains(&refused));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_field_error_is_cleared_once_the_field_is_fixed() {
+    let mock = Mock::with(&["i-1"], 100);
+    let (m, mut rx, _) = start(&mock, false).await;
+    m.upsert(node("n1", "i-1"));
+    let good = follow(&mut rx, node("n1", "i-1"), |v| v.pool.len() == 8).await;
+    let mut broken = good.clone();
+    broken.invalid = Some((
+        "spec.ipam.pre-allocate".into(),
+        "\"8\" is not a whole number".into(),
+    ));
+    m.upsert(broken.clone());
+    let view = follow(&mut rx, broken, |v| {
+        v.operator_error.starts_with("spec.ipam.pre-allocate")
+    })
+    .await;
+    // The user fixes the field; the node needs nothing, so no round runs to clear it.
+    let mut fixed = view;
+    fixed.invalid = None;
+    m.upsert(fixed.clone());
+    follow(&mut rx, fixed, |v| v.operator_error.is_empty()).await;
+}
