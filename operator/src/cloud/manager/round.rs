@@ -13,7 +13,9 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::{MAX_BACKOFF, NodePatch, Outcome, ROUND_INTERVAL, Shared, UNSTABLE_RETRY};
-use crate::cloud::{CloudProvider, InstanceSyncError, NodeRef, ReleaseAction, view::CloudNodeView};
+use crate::cloud::{
+    Available, CloudProvider, InstanceSyncError, NodeRef, ReleaseAction, view::CloudNodeView,
+};
 
 impl<P: CloudProvider> Shared<P> {
     /// One pool-maintainer round (Cilium's `MaintainIPPool`). Returns whether the cloud was
@@ -41,14 +43,17 @@ impl<P: CloudProvider> Shared<P> {
                 }
             }
         }
-        let Some((view, needed, excess, static_needed)) = self.lock().get(name).map(|e| {
-            (
-                e.state.view.clone(),
-                e.state.needed,
-                e.state.excess,
-                e.state.static_ip_needed(),
-            )
-        }) else {
+        let Some((view, available, needed, excess, static_needed)) =
+            self.lock().get(name).map(|e| {
+                (
+                    e.state.view.clone(),
+                    e.state.available.clone(),
+                    e.state.needed,
+                    e.state.excess,
+                    e.state.static_ip_needed(),
+                )
+            })
+        else {
             return Ok(false);
         };
         let node = Self::node_ref(&view);
@@ -67,13 +72,18 @@ impl<P: CloudProvider> Shared<P> {
             }
             mutated = true;
         }
-        if self.settings.release_excess && excess > 0 {
-            let action =
+        if self.settings.release_excess {
+            let action = if excess > 0 {
                 self.provider
-                    .prepare_release(node, u64::try_from(excess).unwrap_or(0), &view.used);
-            if !action.ips.is_empty() {
+                    .prepare_release(node, u64::try_from(excess).unwrap_or(0), &view.used)
+            } else {
+                ReleaseAction::default()
+            };
+            // Also with nothing to release: marks of addresses no longer in excess go.
+            let pending = view.release_ips.values().any(|s| s != "released");
+            if !action.ips.is_empty() || pending {
                 return self
-                    .release(name, &view, &action)
+                    .release(name, &view, &available, &action)
                     .await
                     .map(|r| r || mutated);
             }
@@ -142,6 +152,7 @@ impl<P: CloudProvider> Shared<P> {
         &self,
         name: &str,
         view: &CloudNodeView,
+        available: &Available,
         action: &ReleaseAction,
     ) -> Result<bool, String> {
         let ready: Vec<String> = action
@@ -160,10 +171,14 @@ impl<P: CloudProvider> Shared<P> {
                 marks.insert(ip.clone(), json!("marked-for-release"));
             }
         }
-        // An address the agent refused, or one no longer chosen, is dropped from the handshake.
+        // An address the agent refused, or one still on the node but no longer chosen (its
+        // usage grew), is dropped from the handshake, so the agent may hand it out again. One
+        // already gone from the NIC was released (the object may not show it yet): untouched.
         for (ip, state) in &view.release_ips {
             if state == "do-not-release"
-                || (state == "marked-for-release" && !action.ips.contains(ip))
+                || (matches!(state.as_str(), "marked-for-release" | "ready-for-release")
+                    && available.contains_key(ip)
+                    && !action.ips.contains(ip))
             {
                 marks.insert(ip.clone(), Value::Null);
             }

@@ -604,3 +604,65 @@ async fn a_field_error_is_cleared_once_the_field_is_fixed() {
     m.upsert(fixed.clone());
     follow(&mut rx, fixed, |v| v.operator_error.is_empty()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn marks_are_withdrawn_when_the_excess_is_gone() {
+    let mock = Mock::with(&["i-1"], 100);
+    {
+        let mut c = mock.0.lock().unwrap();
+        let ips: Vec<String> = (1..=10).map(|i| format!("10.0.9.{i}")).collect();
+        c.instances.insert("i-1".into(), ips.clone());
+        c.cache.insert("i-1".into(), ips);
+    }
+    let (m, mut rx, _) = start(&mock, true).await;
+    let mut view = node("n1", "i-1");
+    view.pre_allocate = 8;
+    view.pool = (1..=10)
+        .map(|i| (format!("10.0.9.{i}"), "nic-i-1".to_owned()))
+        .collect();
+    m.upsert(view.clone());
+    // 10 held, 8 kept free: 2 marked.
+    let marked = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let p = rx.recv().await.unwrap();
+            if let Some(r) = p
+                .status
+                .as_ref()
+                .and_then(|s| s["status"]["ipam"]["release-ips"].as_object().cloned())
+            {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("marked");
+    assert_eq!(marked.len(), 2);
+    // Pods start: 4 in use, so nothing is in excess any more; the agent agreed meanwhile.
+    view.used = (1..=4).map(|i| format!("10.0.9.{}", 10 - i)).collect();
+    for ip in marked.keys() {
+        view.release_ips
+            .insert(ip.clone(), "ready-for-release".into());
+    }
+    m.upsert(view);
+    let withdrawn = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let p = rx.recv().await.unwrap();
+            if let Some(r) = p
+                .status
+                .as_ref()
+                .and_then(|s| s["status"]["ipam"]["release-ips"].as_object().cloned())
+                && r.values().all(Value::is_null)
+            {
+                return r;
+            }
+        }
+    })
+    .await
+    .expect("the marks are withdrawn");
+    assert_eq!(withdrawn.len(), 2);
+    assert!(
+        mock.calls().iter().all(|c| !c.starts_with("release")),
+        "nothing released: {:?}",
+        mock.calls()
+    );
+}
