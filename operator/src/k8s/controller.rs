@@ -194,6 +194,9 @@ struct Loop<M: Nodes> {
     node_names: BTreeSet<String>,
     /// CiliumNodes without a Node at the last collection pass.
     gc_candidates: BTreeSet<String>,
+    /// Nodes seen deleted (by an event or a re-list) and not added again: a CiliumNode of one
+    /// that shows up later (its watch lagged) is deleted too.
+    gone: BTreeSet<String>,
     /// Pods that are pending on a node (not host-network): `namespace/name` → node.
     pending: BTreeMap<String, String>,
     /// The same, counted per node.
@@ -251,8 +254,10 @@ impl<M: Nodes> Loop<M> {
     /// One collection pass: delete CiliumNodes whose Node was missing last time too.
     fn collect_garbage(&mut self) {
         let m = lock(&self.manager);
-        let missing: BTreeSet<String> = m
-            .node_names()
+        let known = m.node_names();
+        // Tombstones of Nodes whose CiliumNode is gone (or never came) have done their part.
+        self.gone.retain(|n| known.contains(n));
+        let missing: BTreeSet<String> = known
             .into_iter()
             .filter(|n| !self.node_names.contains(n))
             .collect();
@@ -297,8 +302,15 @@ impl<M: Nodes> Loop<M> {
                 }
                 writes
             }
-            Source::CiliumNodes => m.upsert(&doc),
+            Source::CiliumNodes => {
+                if self.gone.contains(&name) && !self.node_names.contains(&name) {
+                    info!(node = %name, "CiliumNode of a deleted Node; deleting it");
+                    let _ = self.writes.send(Op::Delete(name.clone()));
+                }
+                m.upsert(&doc)
+            }
             Source::Nodes => {
+                self.gone.remove(&name);
                 self.node_names.insert(name);
                 Vec::new()
             }
@@ -315,10 +327,14 @@ impl<M: Nodes> Loop<M> {
         let mut m = lock(&self.manager);
         match source {
             Source::Pools => m.pool_delete(name),
-            Source::CiliumNodes => m.delete(name),
+            Source::CiliumNodes => {
+                self.gone.remove(name);
+                m.delete(name)
+            }
             Source::Pods => Vec::new(),
             Source::Nodes => {
                 self.node_names.remove(name);
+                self.gone.insert(name.to_owned());
                 if m.node_names().iter().any(|n| n == name) {
                     info!(node = %name, "Node deleted; deleting its CiliumNode");
                     // The blocks go back when the CiliumNode's deletion is seen (as in Cilium),
@@ -371,7 +387,19 @@ impl<M: Nodes> Loop<M> {
                     out.extend(m.delete(&name));
                 }
             }
-            Source::Nodes => self.node_names.retain(|n| seen.contains(n)),
+            Source::Nodes => {
+                // A Node deleted while the watch was down is gone from the re-list: its
+                // CiliumNode is deleted as for a delete event.
+                let known = m.node_names();
+                for name in self.node_names.iter().filter(|n| !seen.contains(*n)) {
+                    self.gone.insert(name.clone());
+                    if known.contains(name) {
+                        info!(node = %name, "Node gone (seen in a re-list); deleting its CiliumNode");
+                        let _ = self.writes.send(Op::Delete(name.clone()));
+                    }
+                }
+                self.node_names.retain(|n| seen.contains(n));
+            }
             Source::Pods => {}
         }
         if !m.restored() && self.pools.synced && self.cilium_nodes.synced {
@@ -432,6 +460,7 @@ pub async fn run<M: Nodes>(
         nodes: Listing::default(),
         node_names: BTreeSet::new(),
         gc_candidates: BTreeSet::new(),
+        gone: BTreeSet::new(),
         pending: BTreeMap::new(),
         pending_per_node: BTreeMap::new(),
         pods: Listing::default(),
