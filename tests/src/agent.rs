@@ -474,7 +474,9 @@ pub fn cni_call_as(uid: u32, env: &[(&str, &str)], stdin: &str) -> CniCall {
     call
 }
 
-fn run_cni(mut cmd: Command, env: &[(&str, &str)], stdin: &str) -> CniCall {
+/// Run `cmd` (a `weft-cni`, or a command that execs one) with exactly `env` and `stdin`.
+#[must_use]
+pub fn run_cni(mut cmd: Command, env: &[(&str, &str)], stdin: &str) -> CniCall {
     let mut child = cmd
         .env_clear()
         .envs(env.iter().copied())

@@ -10,6 +10,7 @@ mod demo_cluster;
 mod demo_containerd;
 mod fuzz;
 mod gen_crds;
+mod image;
 mod run;
 mod setup;
 mod test;
@@ -21,8 +22,8 @@ use std::{
 
 use clap::{Parser, Subcommand};
 
-/// Developer tasks for weft: toolchain setup, the full check suite, a live demo, benchmarks and
-/// CRD generation.
+/// Developer tasks for weft: toolchain setup, the full check suite, live demos, benchmarks, the
+/// container image and CRD generation.
 #[derive(Debug, Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask")]
 struct Cli {
@@ -36,7 +37,7 @@ enum Command {
     /// with rust-src, bpf-linker built against nightly's LLVM, and the Debian packages
     /// used by the datapath tests.
     Setup,
-    /// Run setup, then fmt check, clippy (-D warnings), build and the workspace tests.
+    /// Run setup, then fmt check, clippy (-D warnings), build, the image and the workspace tests.
     ///
     /// Must run as root: the datapath tests load eBPF and create network namespaces.
     Test(test::TestArgs),
@@ -68,6 +69,11 @@ enum Command {
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
     /// the result in; the `crds` tests fail while it is stale). Needs `cargo xtask setup` once.
     GenCrds,
+    /// Run setup, build the release binaries statically and weft's container image from
+    /// `Containerfile` with buildah (no registry needed), written as an OCI archive.
+    ///
+    /// Must run as root (buildah uses root's container storage).
+    Image(image::ImageArgs),
     /// Fuzz the input parsers (CNI config and env, socket requests, CiliumNode and
     /// CiliumPodIPPool documents, the ip-masq-agent file) with cargo-fuzz on nightly, for a
     /// bounded time per target. Not part of `test`; installs cargo-fuzz on first use.
@@ -88,6 +94,7 @@ fn main() -> ExitCode {
         Command::DemoAzure(args) => demo_cluster::demo_cluster(&args, demo_cluster::Mode::Azure),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
+        Command::Image(args) => image::image(&args),
         Command::Fuzz(args) => fuzz::fuzz(&args),
     };
     match result {

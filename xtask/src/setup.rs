@@ -19,7 +19,8 @@ use crate::run::{self, display, output, succeeds};
 /// Debian packages used by the tests, benchmarks and demo (`nsenter` is in util-linux,
 /// `modprobe` in kmod, `ping` in iputils-ping, `sysctl` in procps; containerd, runc and the
 /// static busybox, the only thing in the containers' image, for the runtime tests;
-/// python3-venv for the venv that holds kubernetes-validate).
+/// python3-venv for the venv that holds kubernetes-validate; buildah, the CA bundle and
+/// `strip` for `cargo xtask image`).
 const DEB_PACKAGES: &[&str] = &[
     "bpftool",
     "iproute2",
@@ -35,6 +36,9 @@ const DEB_PACKAGES: &[&str] = &[
     "runc",
     "busybox-static",
     "python3-venv",
+    "buildah",
+    "ca-certificates",
+    "binutils",
 ];
 
 /// The venv that holds Python tools from PyPI (outside the repository, like the bpf-linker

@@ -1,6 +1,6 @@
 //! `cargo xtask test`: the full local check suite, in the order CI would run it: setup,
-//! then formatting, clippy with warnings denied, a build of every target and the workspace
-//! tests. Output streams live; the first failing step stops the run and is named in the
+//! then formatting, clippy with warnings denied, a build of every target, the container image
+//! (`cargo xtask image`, which a test runs) and the workspace tests. Output streams live; the first failing step stops the run and is named in the
 //! error. The datapath tests load eBPF and create network namespaces, so this needs root.
 
 use std::{
@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::{run, setup, workspace_root};
+use crate::{image, run, setup, workspace_root};
 
 /// Arguments of `cargo xtask test`.
 #[derive(Debug, Args)]
@@ -44,7 +44,7 @@ fn run_steps(args: &TestArgs) -> Result<()> {
     };
     let mut tests = cargo(&["test", "--workspace"]);
     tests.args(&args.cargo_test_args);
-    let steps = [
+    let mut steps = [
         ("fmt", cargo(&["fmt", "--all", "--", "--check"])),
         (
             "clippy",
@@ -60,8 +60,14 @@ fn run_steps(args: &TestArgs) -> Result<()> {
         ("build", cargo(&["build", "--workspace", "--all-targets"])),
         ("test", tests),
     ];
-    for (name, mut cmd) in steps {
-        step(name, || run::echo_run(&mut cmd))?;
+    let (checks, tests) = steps.split_at_mut(3);
+    for (name, cmd) in checks {
+        step(name, || run::echo_run(cmd))?;
+    }
+    // tests/tests/image.rs runs the DaemonSet from the image this builds.
+    step("image", || image::image(&image::ImageArgs { output: None }))?;
+    for (name, cmd) in tests {
+        step(name, || run::echo_run(cmd))?;
     }
     Ok(())
 }

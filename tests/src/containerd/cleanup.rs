@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{Containerd, mounts::BOUND};
+use super::Containerd;
 use crate::run;
 
 /// Forwarding sysctls of the host's network namespace, checked (and restored) on shutdown.
@@ -20,18 +20,18 @@ const SYSCTLS: [&str; 2] = ["net.ipv4.ip_forward", "net.ipv6.conf.all.forwarding
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct HostState {
     /// Each bound path and whether it existed.
-    dirs: Vec<(&'static str, bool)>,
+    dirs: Vec<(String, bool)>,
     /// Each of [`SYSCTLS`] and its value in the host's network namespace.
     sysctls: Vec<(&'static str, String)>,
 }
 
 impl HostState {
-    /// Record the host as it is now.
-    pub(super) fn read() -> Self {
+    /// Record the host as it is now: whether each bound path exists, and the sysctls.
+    pub(super) fn read(bound: &[(String, String)]) -> Self {
         Self {
-            dirs: BOUND
+            dirs: bound
                 .iter()
-                .map(|(path, _)| (*path, Path::new(path).exists()))
+                .map(|(path, _)| (path.clone(), Path::new(path).exists()))
                 .collect(),
             sysctls: host_sysctls(),
         }
@@ -126,7 +126,7 @@ impl Containerd {
         if let Err(e) = fs::remove_dir_all(&self.base) {
             problems.push(format!("remove {}: {e}", self.base.display()));
         }
-        let now = HostState::read();
+        let now = HostState::read(&self.bound);
         for ((path, before), (_, after)) in self.host.dirs.iter().zip(&now.dirs) {
             if before != after {
                 problems.push(format!("host path {path} existed: {before}, now: {after}"));

@@ -3,7 +3,7 @@
 //! docker-archive tarball under the base directory and imported with `ctr images import`. It
 //! reads the host's busybox and writes only under [`Containerd::base`].
 
-use std::{fs, os::unix::fs::symlink, process::Command};
+use std::{fs, os::unix::fs::symlink, path::Path, process::Command};
 
 use serde_json::json;
 
@@ -21,6 +21,23 @@ impl Containerd {
             .ctr(namespace)
             .args(["images", "import"])
             .arg(&self.image_tar));
+    }
+
+    /// `ctr images import` an OCI archive (`cargo xtask image`'s) into `namespace`; returns
+    /// the names of the images it holds, as `ctr` registered them.
+    #[must_use]
+    pub fn import_archive(&self, namespace: &str, archive: &Path) -> Vec<String> {
+        self.note_namespace(namespace);
+        let out = run(self
+            .ctr(namespace)
+            .args(["images", "import", "--all-platforms"])
+            .arg(archive));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| line.strip_prefix("unpacking "))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Make the image: `/bin/busybox` and a link per applet, one layer, docker-archive layout

@@ -17,11 +17,15 @@
 //! temporary directories, and checks that the host's CNI and containerd directories and its
 //! forwarding sysctls are as they were (restoring a sysctl that changed).
 //!
+//! [`Containerd::start_with`] also replaces a manifest's hostPath directories in that namespace
+//! (`/sys/fs/bpf` by a bpffs of its own), so weft's own image can run there as its DaemonSet
+//! says (`podspec` turns a pod template's container into `ctr run` flags).
+//!
 //! This file owns the [`Containerd`] guard itself: the tool check, start-up and the `ctr`
 //! command every other part builds on. The mount namespace and configuration are in `mounts`,
-//! the image in `image`, container runs in `run` and `container`, CNI plugin and network
-//! configuration installation in `plugin`, teardown and the host check in `cleanup`, and the
-//! readers of the agent's pinned maps in `pinned`.
+//! the images in `image`, container runs in `run`, `container` and `podspec`, CNI plugin and
+//! network configuration installation in `plugin`, teardown and the host check in `cleanup`,
+//! and the readers of the agent's pinned maps in `pinned`.
 
 mod cleanup;
 mod container;
@@ -29,6 +33,7 @@ mod image;
 mod mounts;
 mod pinned;
 mod plugin;
+pub mod podspec;
 mod run;
 
 use std::{
@@ -42,7 +47,7 @@ use std::{
 
 use self::{
     cleanup::HostState,
-    mounts::{BOUND, config_toml, fs_path_under},
+    mounts::{bound_paths, config_toml, fs_path_under},
 };
 pub use self::{
     container::Container,
@@ -76,6 +81,8 @@ pub struct Containerd {
     daemon: Option<Child>,
     pid: u32,
     namespaces: Mutex<BTreeSet<String>>,
+    /// Host paths replaced inside the daemon's mount namespace, and their directories' names.
+    bound: Vec<(String, String)>,
     host: HostState,
     done: bool,
 }
@@ -114,14 +121,24 @@ impl Containerd {
     /// answers. Call it before entering a node namespace: the daemon stays where it starts.
     #[must_use]
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// As [`Containerd::start`], with each of `host_paths` (a manifest's hostPath volumes)
+    /// also replaced by a temporary directory in the daemon's mount namespace (`/sys/fs/bpf`
+    /// by a bpffs of its own), so containers can mount them as on a node while the host's
+    /// stay untouched. [`Containerd::host_path`] is where each is seen from outside.
+    #[must_use]
+    pub fn start_with(host_paths: &[&str]) -> Self {
         preflight();
-        let host = HostState::read();
+        let bound = bound_paths(host_paths);
+        let host = HostState::read(&bound);
         let base = std::env::temp_dir().join(unique("weft-containerd-"));
         let text = base.display().to_string();
         // Under an overlaid directory the snapshots' overlayfs would get an overlayfs upper.
         assert!(
             !text.contains([',', ':', '\''])
-                && BOUND.iter().all(|(target, _)| {
+                && bound.iter().all(|(target, _)| {
                     let covered = Path::new(target).ancestors().find(|p| p.exists());
                     !covered.is_some_and(|c| base.starts_with(c) || fs_path_under(&base, c))
                 }),
@@ -133,7 +150,7 @@ impl Containerd {
             fs::create_dir_all(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
             path
         };
-        for (_, name) in BOUND {
+        for (_, name) in &bound {
             dir(name);
         }
         let socket = base.join("containerd.sock");
@@ -149,6 +166,7 @@ impl Containerd {
             daemon: None,
             pid: 0,
             namespaces: Mutex::new(BTreeSet::new()),
+            bound,
             host,
             done: false,
             base,
@@ -158,7 +176,7 @@ impl Containerd {
         // `unshare` (no --fork) and `sh` both exec: the child's PID is containerd's.
         let child = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "sh", "-c"])
-            .arg(mount_script(&ctrd.base))
+            .arg(mount_script(&ctrd.base, &ctrd.bound))
             .arg("sh")
             .arg("containerd")
             .arg("--config")
@@ -201,6 +219,13 @@ impl Containerd {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// `host_path` (one given to [`Containerd::start_with`]) as seen from outside the daemon's
+    /// mount namespace, through its root (`/proc/<pid>/root/…`): bpffs pins included.
+    #[must_use]
+    pub fn host_path(&self, host_path: &str) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root{host_path}", self.pid))
     }
 
     /// The daemon's PID.

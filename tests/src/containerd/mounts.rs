@@ -14,6 +14,25 @@ pub(super) const BOUND: [(&str, &str); 4] = [
     ("/run/containerd", "run"),
 ];
 
+/// The bpffs mount point: as an extra host path it gets a fresh bpffs, not a directory.
+const BPFFS: &str = "/sys/fs/bpf";
+
+/// The bound paths: [`BOUND`] and then each of `extra` (the hostPath volumes of a manifest), as
+/// (host path, name of the directory under the base directory).
+pub(super) fn bound_paths(extra: &[&str]) -> Vec<(String, String)> {
+    let mut bound: Vec<(String, String)> = BOUND
+        .iter()
+        .map(|(path, name)| ((*path).to_owned(), (*name).to_owned()))
+        .collect();
+    for path in extra {
+        if !bound.iter().any(|(known, _)| known == path) {
+            let name = format!("host{}", path.replace('/', "-"));
+            bound.push(((*path).to_owned(), name));
+        }
+    }
+    bound
+}
+
 /// containerd's configuration: everything under `base`, the CRI plugin and the snapshotters
 /// that cannot work here disabled.
 pub(super) fn config_toml(base: &Path, socket: &Path) -> String {
@@ -31,13 +50,16 @@ pub(super) fn config_toml(base: &Path, socket: &Path) -> String {
     )
 }
 
-/// The shell script run by `unshare --mount`: bind every [`BOUND`] directory (overlaying the
+/// The shell script run by `unshare --mount`: bind every bound directory (overlaying the
 /// nearest existing parent of a path the host lacks, so it can be made), then exec `"$@"`.
+/// The paths beyond [`BOUND`] are hostPath volumes: each is made a shared mount, so what is
+/// mounted below it later (a pod's netns) reaches containers that bind it `rslave`, as on a
+/// node; `/sys/fs/bpf` among them gets a bpffs of its own.
 #[must_use]
-pub fn mount_script(base: &Path) -> String {
+pub fn mount_script(base: &Path, bound: &[(String, String)]) -> String {
     let mut script = String::from("set -e\n");
     let mut overlaid = Vec::new();
-    for (n, (target, name)) in BOUND.iter().enumerate() {
+    for (n, (target, name)) in bound.iter().enumerate() {
         let target = Path::new(target);
         if !target.exists() {
             let parent = target.ancestors().find(|p| p.exists()).expect("/ exists");
@@ -58,12 +80,19 @@ pub fn mount_script(base: &Path) -> String {
             }
             let _ = writeln!(script, "mkdir -p {}", target.display());
         }
-        let _ = writeln!(
-            script,
-            "mount --bind {} {}",
-            base.join(name).display(),
-            target.display()
-        );
+        if target == Path::new(BPFFS) {
+            let _ = writeln!(script, "mount -t bpf bpf {BPFFS}");
+        } else {
+            let _ = writeln!(
+                script,
+                "mount --bind {} {}",
+                base.join(name).display(),
+                target.display()
+            );
+        }
+        if n >= BOUND.len() {
+            let _ = writeln!(script, "mount --make-shared {}", target.display());
+        }
     }
     script.push_str("exec \"$@\"\n");
     script
