@@ -17,6 +17,9 @@ pub struct Operator {
     pub flags: Vec<String>,
     /// Extra environment (`POD_NAME`, …).
     pub env: Vec<(String, String)>,
+    /// The program and the words before the operator's own arguments: the debug build by
+    /// default; another build under a wrapper such as `setpriv` when set.
+    pub command: Vec<String>,
     kubeconfig: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -29,6 +32,7 @@ impl Operator {
         Self {
             flags: flags.iter().map(|f| (*f).to_owned()).collect(),
             env: Vec::new(),
+            command: vec![bin_path("weft-operator").display().to_string()],
             kubeconfig: kubeconfig.to_path_buf(),
             log: std::env::temp_dir().join(unique("weft-operator-log-")),
             child: None,
@@ -43,7 +47,9 @@ impl Operator {
             .append(true)
             .open(&self.log)
             .expect("operator log");
-        let child = Command::new(bin_path("weft-operator"))
+        let (program, words) = self.command.split_first().expect("an operator command");
+        let child = Command::new(program)
+            .args(words)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args([

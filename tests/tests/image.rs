@@ -8,9 +8,9 @@
 //! a private directory of containerd's mount namespace (`/sys/fs/bpf` a bpffs of its own), so
 //! the host's stay untouched; the ConfigMap volume holds `deploy/agent/configmap.yaml`'s data.
 //!
-//! The API server is weft's Kubernetes emulator, and weft-operator (the debug build, as a
-//! process of the node) hands out the pool blocks. The one thing the kubelet would add and this
-//! adds instead is the agent's credentials: a kubeconfig mounted read-only and named by
+//! The API server is weft's Kubernetes emulator, and weft-operator from the same image hands out
+//! the pool blocks, with its Deployment's user and no capability (see [`image_operator`]). The
+//! one thing the kubelet would add and this adds instead is the agent's credentials: a kubeconfig mounted read-only and named by
 //! `KUBECONFIG`, standing in for the service-account token and `KUBERNETES_SERVICE_*` (the
 //! emulator speaks plain HTTP).
 //!
@@ -260,12 +260,7 @@ fn the_daemonset_runs_weft_from_the_image_with_its_own_privileges_and_mounts() {
         env: vec![("KUBECONFIG".into(), format!("{CREDENTIALS}/kubeconfig"))],
         mounts: vec![(credentials.clone(), CREDENTIALS.to_owned())],
     };
-    let config_flag = format!("--config-dir={}", config.display());
-    let mut operator = Operator::new(&credentials.join("kubeconfig"), &[config_flag.as_str()]);
-    operator.env = vec![
-        ("POD_NAME".into(), "weft-operator-0".into()),
-        ("POD_NAMESPACE".into(), "kube-system".into()),
-    ];
+    let mut operator = image_operator(&ctrd, &base, &credentials.join("kubeconfig"), &config);
     operator.spawn();
 
     let conflist = install_cni(&ctrd, pod, init, &node);
@@ -276,6 +271,20 @@ fn the_daemonset_runs_weft_from_the_image_with_its_own_privileges_and_mounts() {
     );
     wait_ready(&ctrd, agent, &log, &operator);
     check_privileges(task_pid(&ctrd, "weft-agent"), agent);
+    let operator_pid = operator.pid().expect("the operator runs");
+    assert_eq!(
+        status_field(operator_pid, "CapEff:"),
+        "0000000000000000",
+        "operator capabilities"
+    );
+    let user = manifest("deploy/operator/deployment.yaml")["spec"]["template"]["spec"]
+        ["containers"][0]["securityContext"]["runAsUser"]
+        .to_string();
+    let uids = status_field(operator_pid, "Uid:");
+    assert!(
+        uids.split_whitespace().all(|uid| uid == user),
+        "the operator runs as its Deployment's user {user}, not {uids}"
+    );
     pods_ping(&ctrd, &netns, &conflist, &log);
 
     run(ctrd.ctr(NAMESPACE).args(["task", "kill", "weft-agent"]));
@@ -287,8 +296,80 @@ fn the_daemonset_runs_weft_from_the_image_with_its_own_privileges_and_mounts() {
     run(ctrd.ctr(NAMESPACE).args(["task", "rm", "weft-agent"]));
     run(ctrd.ctr(NAMESPACE).args(["containers", "rm", "weft-agent"]));
     drop(operator);
+    run(ctrd
+        .ctr(NAMESPACE)
+        .args(["images", "unmount"])
+        .arg(base.join("operator-image")));
     ctrd.shutdown();
     let _ = fs::remove_dir_all(&base);
+}
+
+/// weft-operator from the image (mounted read-only by `ctr images mount`) as
+/// `deploy/operator/deployment.yaml` runs it: its user and group, every capability dropped, no
+/// new privileges (`setpriv`: ctr 1.6 cannot set a container's user), its arguments with the
+/// ConfigMap directory, and the node's network (hostNetwork).
+fn image_operator(ctrd: &Containerd, base: &Path, kubeconfig: &Path, config: &Path) -> Operator {
+    let deployment = manifest("deploy/operator/deployment.yaml");
+    let [container] = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers")
+        .as_slice()
+    else {
+        panic!("the operator's Deployment has one container");
+    };
+    let image = container["image"].as_str().expect("operator image");
+    let root = base.join("operator-image");
+    fs::create_dir_all(&root).expect("image mount point");
+    run(ctrd
+        .ctr(NAMESPACE)
+        .args(["images", "mount", image])
+        .arg(&root));
+    let context = &container["securityContext"];
+    assert!(
+        context["capabilities"]["drop"] == json!(["ALL"])
+            && context["capabilities"]["add"].is_null()
+            && context["allowPrivilegeEscalation"] == false,
+        "the operator drops every capability and cannot gain any: {context}"
+    );
+    let mut command = vec![
+        "setpriv".to_owned(),
+        format!("--reuid={}", context["runAsUser"]),
+        format!("--regid={}", context["runAsGroup"]),
+        "--clear-groups".into(),
+        "--inh-caps=-all".into(),
+        "--bounding-set=-all".into(),
+        "--no-new-privs".into(),
+        "--".into(),
+    ];
+    let program = container["command"].as_array().expect("operator command");
+    let binary = format!(
+        "/proc/{}/root{}/usr/bin/{}",
+        ctrd.pid(),
+        root.display(),
+        program[0].as_str().expect("program")
+    );
+    command.push(binary);
+    let mount = container["volumeMounts"][0]["mountPath"]
+        .as_str()
+        .expect("config mount");
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|arg| {
+            arg.as_str()
+                .expect("args")
+                .replace(mount, &config.display().to_string())
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut operator = Operator::new(kubeconfig, &args);
+    operator.command = command;
+    operator.env = vec![
+        ("POD_NAME".into(), "weft-operator-0".into()),
+        ("POD_NAMESPACE".into(), "kube-system".into()),
+    ];
+    operator
 }
 
 /// The `install-cni` init container: the plugin and the network configuration land in the
