@@ -151,6 +151,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
             print!("{report}");
         }
+        Command::Cleanup(args) => {
+            let options = weft_agent::cleanup::Options {
+                pin_dir: config.pin_dir,
+                state_dir: args.state_dir,
+                socket: args.socket,
+                delete_queue: args.delete_queue_dir,
+                bin_dir: args.bin_dir,
+                conf_dir: args.conf_dir,
+            };
+            let report = weft_agent::cleanup::cleanup(&options)
+                .await
+                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+            print!("{report}");
+        }
         Command::Status { .. } => unreachable!("handled before the runtime starts"),
     }
     Ok(())
