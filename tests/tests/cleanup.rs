@@ -205,46 +205,9 @@ fn pinned_links(pin_dir: &Path) -> Vec<u64> {
         .collect()
 }
 
-fn leaves_nothing(attach_mode: &str) {
-    require_root();
-    let _node = ThreadNetNs::new();
-    let _external = External::new(&["10.200.0.0/16"]);
-    let cni = CniDirs::new();
-    run(Command::new(bin_path("weft-agent"))
-        .args(["cni", "install", "--bin-dir"])
-        .arg(cni.bin())
-        .arg("--conf-dir")
-        .arg(cni.conf()));
-    let mut agent = Agent::new(
-        &example_store(),
-        &[
-            "--attach-mode",
-            attach_mode,
-            "--ipam",
-            "multi-pool",
-            "--enable-bpf-masquerade",
-            "true",
-            "--devices",
-            NODE_DEV,
-        ],
-    );
-    agent.start();
-    let pods = [add(&agent, "default", "web"), add(&agent, "default", "db")];
-
-    // While the agent serves, cleanup refuses and leaves everything.
-    let refused = cleanup(&agent, &cni);
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && stderr.contains("weft-agent is running"),
-        "cleanup beside a running agent: {}\n{stderr}",
-        refused.status
-    );
-
-    agent.stop();
-    // A DEL while the agent is down is queued on disk.
-    del(&agent, &pods[1]);
-    let links = pinned_links(&agent.pin_dir);
-    let before = Leftovers::find(&agent, &cni, &links);
+/// Every kind of thing cleanup must remove is on the node (so its absence afterwards means
+/// cleanup removed it).
+fn assert_weft_is_there(before: &Leftovers, agent: &Agent, attach_mode: &str) {
     assert!(!before.pins.is_empty(), "{before:?}");
     assert_eq!(before.veths.len(), 2, "a veth per pod: {before:?}");
     assert_eq!(
@@ -289,6 +252,49 @@ fn leaves_nothing(attach_mode: &str) {
         attached.iter().any(|a| a.starts_with(NODE_DEV)),
         "the native device has weft's programs: {attached:?}"
     );
+}
+
+fn leaves_nothing(attach_mode: &str) {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let _external = External::new(&["10.200.0.0/16"]);
+    let cni = CniDirs::new();
+    run(Command::new(bin_path("weft-agent"))
+        .args(["cni", "install", "--bin-dir"])
+        .arg(cni.bin())
+        .arg("--conf-dir")
+        .arg(cni.conf()));
+    let mut agent = Agent::new(
+        &example_store(),
+        &[
+            "--attach-mode",
+            attach_mode,
+            "--ipam",
+            "multi-pool",
+            "--enable-bpf-masquerade",
+            "true",
+            "--devices",
+            NODE_DEV,
+        ],
+    );
+    agent.start();
+    let pods = [add(&agent, "default", "web"), add(&agent, "default", "db")];
+
+    // While the agent serves, cleanup refuses and leaves everything.
+    let refused = cleanup(&agent, &cni);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("weft-agent is running"),
+        "cleanup beside a running agent: {}\n{stderr}",
+        refused.status
+    );
+
+    agent.stop();
+    // A DEL while the agent is down is queued on disk.
+    del(&agent, &pods[1]);
+    let links = pinned_links(&agent.pin_dir);
+    let before = Leftovers::find(&agent, &cni, &links);
+    assert_weft_is_there(&before, &agent, attach_mode);
 
     let out = cleanup(&agent, &cni);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -105,12 +105,8 @@ fn overlay(scratch: &Scratch, base: &str, component: &str) -> PathBuf {
     let dir = scratch.0.join("overlay");
     // kustomize takes only relative paths to bases and components.
     let up = dir.components().count() - 1;
-    let root = Path::new(&"../".repeat(up)).join(
-        deploy_dir()
-            .strip_prefix("/")
-            .expect("an absolute path")
-            .to_path_buf(),
-    );
+    let root = Path::new(&"../".repeat(up))
+        .join(deploy_dir().strip_prefix("/").expect("an absolute path"));
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - \
          {}\ncomponents:\n  - {}\n",

@@ -263,7 +263,7 @@ fn each_kustomization_lists_exactly_its_manifests() {
         // A resource is a manifest beside it or a base with its own kustomization; a
         // component is a directory of a Component.
         for entry in listed.iter().map(|r| r.as_str().expect("a resource path")) {
-            let target = dir.join(&entry);
+            let target = dir.join(entry);
             assert!(
                 target.is_file() || target.join(KUSTOMIZATION).is_file(),
                 "deploy/{file} lists {entry}, which is neither a file beside it nor a \
