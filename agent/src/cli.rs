@@ -10,6 +10,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::datapath::{AttachMode, DEFAULT_PIN_DIR};
 
+/// The agent's state directory unless `--state-dir` says otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/run/weft";
+/// Where container runtimes look for CNI plugins by default.
+pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
+/// Where container runtimes read network configurations by default.
+pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
+
 /// weft node agent: Cilium-compatible IPAM and an eBPF datapath for pods.
 #[derive(Debug, Parser)]
 #[command(name = "weft-agent", version)]
@@ -63,6 +70,11 @@ pub enum Command {
     /// The CNI plugin on the host: install it (the DaemonSet's init container does).
     #[command(subcommand)]
     Cni(CniCommand),
+    /// Remove everything weft put on this node, for uninstall: weft's veths, tc filters and
+    /// pins (maps and TCX links; unpinning detaches the programs), the state directory, the
+    /// socket, the DEL queue, `05-weft.conflist` and `weft-cni`. Refuses while an agent serves
+    /// on the socket; a second run has nothing to do.
+    Cleanup(CleanupArgs),
     /// Ask the running agent how it is (like `cilium-dbg status`): IPAM, datapath, store,
     /// problems. Exits 1 when it is unhealthy or not running.
     Status {
@@ -98,7 +110,7 @@ pub struct RunArgs {
     #[arg(long, env = "WEFT_PROMETHEUS_SERVE_ADDR", value_parser = parse_listen_addr)]
     pub prometheus_serve_addr: Option<std::net::SocketAddr>,
     /// Agent state: endpoint records and router addresses.
-    #[arg(long, env = "WEFT_STATE_DIR", default_value = "/var/run/weft")]
+    #[arg(long, env = "WEFT_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
     /// Unix socket for `weft-cni` (root-only).
     #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
@@ -431,10 +443,31 @@ pub struct InstallArgs {
     #[arg(long, env = "WEFT_CNI_BIN_SRC")]
     pub bin_src: Option<PathBuf>,
     /// Where the container runtime looks for CNI plugins.
-    #[arg(long, env = "WEFT_CNI_BIN_DIR", default_value = "/opt/cni/bin")]
+    #[arg(long, env = "WEFT_CNI_BIN_DIR", default_value = DEFAULT_CNI_BIN_DIR)]
     pub bin_dir: PathBuf,
     /// Where the container runtime reads network configurations.
-    #[arg(long, env = "WEFT_CNI_CONF_DIR", default_value = "/etc/cni/net.d")]
+    #[arg(long, env = "WEFT_CNI_CONF_DIR", default_value = DEFAULT_CNI_CONF_DIR)]
+    pub conf_dir: PathBuf,
+}
+
+/// Arguments of `weft-agent cleanup` (`--pin-dir` is global): the agent's and `cni install`'s
+/// flags, with their defaults.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// The agent's state directory (endpoint records, router addresses).
+    #[arg(long, env = "WEFT_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+    /// The agent's socket.
+    #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Where `weft-cni` queues DELs while the agent is down.
+    #[arg(long, default_value = crate::cni::proto::DEFAULT_DELETE_QUEUE)]
+    pub delete_queue_dir: PathBuf,
+    /// The CNI binary directory `weft-cni` was installed into.
+    #[arg(long, env = "WEFT_CNI_BIN_DIR", default_value = DEFAULT_CNI_BIN_DIR)]
+    pub bin_dir: PathBuf,
+    /// The CNI configuration directory `05-weft.conflist` was written into.
+    #[arg(long, env = "WEFT_CNI_CONF_DIR", default_value = DEFAULT_CNI_CONF_DIR)]
     pub conf_dir: PathBuf,
 }
 

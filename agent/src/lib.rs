@@ -1,6 +1,7 @@
 //! weft's node agent as a library: the binaries (`weft-agent`, `weft-cni`) and the
 //! integration tests reach the datapath through these modules.
 
+pub mod cleanup;
 pub mod cli;
 pub mod cni;
 pub mod config;

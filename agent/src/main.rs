@@ -10,7 +10,9 @@ mod inspect;
 use std::collections::BTreeMap;
 
 use weft_agent::{
-    cli::{Cli, CniCommand, Command, ConfigArgs, IpamCommand, Output, PodAdd, PodCommand},
+    cli::{
+        CleanupArgs, Cli, CniCommand, Command, ConfigArgs, IpamCommand, Output, PodAdd, PodCommand,
+    },
     cni::proto::{Request, Response},
     daemon::{Daemon, DaemonOptions, StoreSource},
     datapath::{Datapath, DatapathConfig, PodSpec},
@@ -151,8 +153,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
             print!("{report}");
         }
+        Command::Cleanup(args) => cleanup(config.pin_dir, args).await?,
         Command::Status { .. } => unreachable!("handled before the runtime starts"),
     }
+    Ok(())
+}
+
+/// `weft-agent cleanup`: remove weft from this node and print what went.
+async fn cleanup(pin_dir: std::path::PathBuf, args: CleanupArgs) -> anyhow::Result<()> {
+    let options = weft_agent::cleanup::Options {
+        pin_dir,
+        state_dir: args.state_dir,
+        socket: args.socket,
+        delete_queue: args.delete_queue_dir,
+        bin_dir: args.bin_dir,
+        conf_dir: args.conf_dir,
+    };
+    let report = weft_agent::cleanup::cleanup(&options)
+        .await
+        .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+    print!("{report}");
     Ok(())
 }
 

@@ -29,9 +29,9 @@ use tokio::sync::Mutex;
 use tracing::{info, warn};
 
 pub use self::{
-    records::{EndpointRecord, RecordAddr, RecordError, Records},
+    records::{EndpointRecord, RECORDS_DIR, RecordAddr, RecordError, Records},
     sanity::{CheckError, MODE_FILE},
-    startup::{ROUTER_OWNER, ipam_config},
+    startup::{ROUTER_FILE, ROUTER_OWNER, ipam_config},
 };
 use crate::{
     cni::{

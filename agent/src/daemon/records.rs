@@ -74,13 +74,16 @@ pub enum RecordError {
     },
 }
 
+/// The directory of endpoint records under the state directory.
+pub const RECORDS_DIR: &str = "endpoints";
+
 impl Records {
     /// Use (and create) `state_dir/endpoints`.
     ///
     /// # Errors
     /// The directory cannot be created.
     pub fn open(state_dir: &Path) -> Result<Self, RecordError> {
-        let dir = state_dir.join("endpoints");
+        let dir = state_dir.join(RECORDS_DIR);
         fs::create_dir_all(&dir).map_err(|source| RecordError::Io {
             path: dir.clone(),
             source,

@@ -26,6 +26,8 @@ use crate::{
 
 /// Owner of the router (gateway) addresses, as in Cilium.
 pub const ROUTER_OWNER: &str = "router";
+/// The router addresses (and their pools) under the state directory.
+pub const ROUTER_FILE: &str = "router.json";
 
 pub(super) async fn start(
     opts: DaemonOptions,
@@ -232,7 +234,7 @@ fn ensure_router(state: &mut State, state_dir: &Path) {
     if !state.router.is_empty() || state.ipam.ready().is_err() {
         return;
     }
-    let path = state_dir.join("router.json");
+    let path = state_dir.join(ROUTER_FILE);
     let saved: Vec<(IpAddr, String)> = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

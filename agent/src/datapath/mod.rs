@@ -16,6 +16,7 @@ pub mod netlink;
 pub mod netns;
 mod pod;
 pub mod stats;
+pub mod teardown;
 
 use std::{io, net::IpAddr, path::PathBuf};
 
@@ -26,7 +27,7 @@ pub use loader::{Datapath, DatapathConfig, ELF};
 pub use masq::{MasqExclusion, MasqRow, MasqSync};
 pub use nat::NatRow;
 pub use netdev::{NetdevConfig, NetdevRow};
-pub use pod::{PodSpec, host_ifname};
+pub use pod::{HOST_IFNAME_PREFIX, PodSpec, host_ifname, is_host_ifname};
 pub use stats::{DatapathStats, MapStat, ProgramAttachment, read_stats};
 
 /// Default bpffs directory for weft's pinned maps and links.

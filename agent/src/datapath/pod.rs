@@ -42,6 +42,23 @@ pub struct PodSpec<'a> {
     pub mtu: Option<u32>,
 }
 
+/// The prefix of every host-side veth weft creates (Cilium's is `lxc`).
+pub const HOST_IFNAME_PREFIX: &str = "wft";
+/// Hex digits after [`HOST_IFNAME_PREFIX`] in a host-side veth name.
+const HOST_IFNAME_DIGITS: usize = 12;
+
+/// Whether `name` has the shape of [`host_ifname`]: [`HOST_IFNAME_PREFIX`] and 12 lower-case
+/// hex digits (`weft-agent cleanup` deletes exactly these links).
+#[must_use]
+pub fn is_host_ifname(name: &str) -> bool {
+    name.strip_prefix(HOST_IFNAME_PREFIX).is_some_and(|hash| {
+        hash.len() == HOST_IFNAME_DIGITS
+            && hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 /// Host-side veth name for an attachment: `wft` + 12 hex digits of a stable hash of
 /// `<container id>:<ifname>` (15 characters, the kernel's limit), like Cilium's `lxc<hash>`.
 #[must_use]
@@ -56,7 +73,7 @@ pub fn host_ifname(container_id: &str, ifname: &str) -> String {
     hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     hash ^= hash >> 31;
-    format!("wft{:012x}", hash >> 16)
+    format!("{HOST_IFNAME_PREFIX}{:012x}", hash >> 16)
 }
 
 impl Datapath {

@@ -37,7 +37,7 @@ pub enum K8sError {
     /// The agent's service account may not do what it needs.
     #[error(
         "the API server refused to {verb} {resource} ({code}): grant the agent's service account \
-         `{verb}` on `{resource}` (deploy/rbac.yaml has the ClusterRole weft needs)"
+         `{verb}` on `{resource}` (deploy/agent/rbac.yaml has the ClusterRole weft needs)"
     )]
     Forbidden {
         /// The verb (`get`, `list`, `watch`, `create`, `update`).

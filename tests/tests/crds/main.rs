@@ -78,7 +78,8 @@ fn checked_in_crds_are_current() {
     let entries = fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if !crds.iter().any(|crd| crd.file_name == name) {
+        // The base's kustomization.yaml lists the CRDs; it is not generated.
+        if name != "kustomization.yaml" && !crds.iter().any(|crd| crd.file_name == name) {
             stale.push(format!(
                 "{}: not generated any more",
                 entry.path().display()

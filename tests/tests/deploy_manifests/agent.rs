@@ -15,7 +15,10 @@ use weft_agent::{
     datapath::DEFAULT_PIN_DIR,
 };
 
-use crate::{assert_binds, assert_grants, resource, strings, strings_of, table_grants};
+use crate::{
+    AGENT_CONFIGMAP, AGENT_DAEMONSET, AGENT_RBAC, assert_binds, assert_grants, resource, strings,
+    strings_of, table_grants,
+};
 
 /// The agent's `--health-addr` default (`WEFT_HEALTH_ADDR`), which the probes must hit.
 const HEALTH_ADDR: &str = weft_agent::metrics::DEFAULT_HEALTH_ADDR;
@@ -46,25 +49,21 @@ const RBAC: &[(&str, &str, &[&str])] = &[
     ("", "events", &["create"]),
 ];
 
-/// The agent container's added capabilities (see the comments in daemonset.yaml).
+/// The agent container's added capabilities (see the comments in agent/daemonset.yaml).
 const CAPABILITIES: [&str; 4] = ["NET_ADMIN", "SYS_ADMIN", "BPF", "PERFMON"];
 
 #[test]
 fn cluster_role_grants_exactly_the_table() {
-    let role = resource("rbac.yaml", "ClusterRole");
+    let role = resource(AGENT_RBAC, "ClusterRole");
     let expected = table_grants(
         RBAC.iter()
             .map(|&(group, res, verbs)| (group, res, verbs, &[][..])),
     );
     assert_grants(&role, &expected);
 
-    let account = resource("rbac.yaml", "ServiceAccount");
-    assert_binds(
-        &resource("rbac.yaml", "ClusterRoleBinding"),
-        &role,
-        &account,
-    );
-    let daemonset = resource("daemonset.yaml", "DaemonSet");
+    let account = resource(AGENT_RBAC, "ServiceAccount");
+    assert_binds(&resource(AGENT_RBAC, "ClusterRoleBinding"), &role, &account);
+    let daemonset = resource(AGENT_DAEMONSET, "DaemonSet");
     assert_eq!(
         daemonset["spec"]["template"]["spec"]["serviceAccountName"],
         account["metadata"]["name"]
@@ -76,7 +75,7 @@ fn cluster_role_grants_exactly_the_table() {
 }
 
 fn pod_spec() -> Value {
-    resource("daemonset.yaml", "DaemonSet")["spec"]["template"]["spec"].clone()
+    resource(AGENT_DAEMONSET, "DaemonSet")["spec"]["template"]["spec"].clone()
 }
 
 fn pod_containers() -> Vec<Value> {
@@ -149,7 +148,7 @@ fn daemonset_agrees_with_the_agent_cli() {
         strings_of(&spec["tolerations"]).contains(&json!({"operator": "Exists"})),
         "a toleration for every taint"
     );
-    let strategy = &resource("daemonset.yaml", "DaemonSet")["spec"]["updateStrategy"];
+    let strategy = &resource(AGENT_DAEMONSET, "DaemonSet")["spec"]["updateStrategy"];
     assert_eq!(strategy["type"], "RollingUpdate");
     assert_eq!(strategy["rollingUpdate"]["maxUnavailable"], 1);
     assert_eq!(strategy["rollingUpdate"]["maxSurge"], 0);
@@ -185,7 +184,7 @@ fn daemonset_agrees_with_the_agent_cli() {
     assert_eq!(config_mount["readOnly"], true);
     assert_eq!(
         volume(&config_mount["name"])["configMap"]["name"],
-        resource("configmap.yaml", "ConfigMap")["metadata"]["name"]
+        resource(AGENT_CONFIGMAP, "ConfigMap")["metadata"]["name"]
     );
 
     // The agent's default paths are mounted at their host paths.

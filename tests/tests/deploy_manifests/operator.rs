@@ -18,7 +18,8 @@ use weft_operator::{
 };
 
 use crate::{
-    assert_binds, assert_grants, config_data, resource, strings, strings_of, table_grants,
+    AGENT_CONFIGMAP, assert_binds, assert_grants, config_data, resource, strings, strings_of,
+    table_grants,
 };
 
 /// What the operator may do cluster-wide: (API group, resource, verbs). Exactly this, no more,
@@ -206,7 +207,7 @@ fn deployment_agrees_with_the_operator_cli() {
         .expect("the config volume");
     assert_eq!(
         volume["configMap"]["name"],
-        resource("configmap.yaml", "ConfigMap")["metadata"]["name"]
+        resource(AGENT_CONFIGMAP, "ConfigMap")["metadata"]["name"]
     );
     // The lease identity and namespace come from the downward API.
     assert_eq!(
@@ -218,8 +219,33 @@ fn deployment_agrees_with_the_operator_cli() {
         "metadata.namespace"
     );
 
-    // The operator serves the agents' mode and families.
-    let agent = AgentConfig::resolve([&config_data()]).expect("the agent's configuration");
+    assert_serves_the_agents(&config_data(), "weft-config");
+
+    // The probes reach /healthz on the API address through the host's loopback (hostNetwork).
+    assert_eq!(pod_spec()["hostNetwork"], true);
+    let ip = config.api_addr.ip();
+    assert!(
+        ip == Ipv4Addr::LOCALHOST || ip.is_unspecified(),
+        "operator-api-serve-addr {} is not reachable on 127.0.0.1",
+        config.api_addr
+    );
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            container[probe]["httpGet"],
+            json!({"host": Ipv4Addr::LOCALHOST.to_string(), "port": config.api_addr.port(), "path": "/healthz"}),
+            "{probe}"
+        );
+    }
+}
+
+/// weft-operator, run by the Deployment on the config keys `data` (from `what`), serves the
+/// agents' mode and families, and its allocator accepts the configuration (run.rs builds it the
+/// same way); in multi-pool mode the pool the agents fall back to is created with blocks to
+/// hand out.
+pub(crate) fn assert_serves_the_agents(data: &BTreeMap<String, String>, what: &str) {
+    let agent =
+        AgentConfig::resolve([data]).unwrap_or_else(|e| panic!("the agent rejects {what}: {e}"));
+    let config = resolve(data).unwrap_or_else(|e| panic!("weft-operator rejects {what}: {e}"));
     let mode = match config.ipam {
         IpamMode::ClusterPool => "cluster-pool",
         IpamMode::MultiPool => "multi-pool",
@@ -275,22 +301,6 @@ fn deployment_agrees_with_the_operator_cli() {
         }
         // Azure needs no pool: the addresses come from the nodes' NICs.
         IpamMode::Azure => {}
-    }
-
-    // The probes reach /healthz on the API address through the host's loopback (hostNetwork).
-    assert_eq!(pod_spec()["hostNetwork"], true);
-    let ip = config.api_addr.ip();
-    assert!(
-        ip == Ipv4Addr::LOCALHOST || ip.is_unspecified(),
-        "operator-api-serve-addr {} is not reachable on 127.0.0.1",
-        config.api_addr
-    );
-    for probe in ["livenessProbe", "readinessProbe"] {
-        assert_eq!(
-            container[probe]["httpGet"],
-            json!({"host": Ipv4Addr::LOCALHOST.to_string(), "port": config.api_addr.port(), "path": "/healthz"}),
-            "{probe}"
-        );
     }
 }
 

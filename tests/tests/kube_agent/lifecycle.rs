@@ -211,7 +211,8 @@ fn missing_permissions_stop_start_up_naming_the_verb_and_resource() {
     );
     let log = agent.log();
     assert!(
-        log.contains("refused to create ciliumnodes (403)") && log.contains("deploy/rbac.yaml"),
+        log.contains("refused to create ciliumnodes (403)")
+            && log.contains("deploy/agent/rbac.yaml"),
         "{log}"
     );
 
