@@ -50,7 +50,7 @@ const RBAC: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The agent container's added capabilities (see the comments in agent/daemonset.yaml).
-const CAPABILITIES: [&str; 4] = ["NET_ADMIN", "SYS_ADMIN", "BPF", "PERFMON"];
+const CAPABILITIES: [&str; 2] = ["NET_ADMIN", "SYS_ADMIN"];
 
 #[test]
 fn cluster_role_grants_exactly_the_table() {
