@@ -9,6 +9,7 @@ mod demo;
 mod demo_cluster;
 mod demo_containerd;
 mod fuzz;
+mod gen_config_ref;
 mod gen_crds;
 mod run;
 mod setup;
@@ -68,6 +69,9 @@ enum Command {
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
     /// the result in; the `crds` tests fail while it is stale). Needs `cargo xtask setup` once.
     GenCrds,
+    /// Regenerate the configuration reference `docs/configuration.md` from the code (check
+    /// the result in; the `docs` tests fail while it is stale). Needs `cargo xtask setup` once.
+    GenConfigRef,
     /// Fuzz the input parsers (CNI config and env, socket requests, CiliumNode and
     /// CiliumPodIPPool documents, the ip-masq-agent file) with cargo-fuzz on nightly, for a
     /// bounded time per target. Not part of `test`; installs cargo-fuzz on first use.
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Command::DemoAzure(args) => demo_cluster::demo_cluster(&args, demo_cluster::Mode::Azure),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
+        Command::GenConfigRef => gen_config_ref::gen_config_ref(),
         Command::Fuzz(args) => fuzz::fuzz(&args),
     };
     match result {
