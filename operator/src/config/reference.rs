@@ -297,7 +297,7 @@ mod tests {
             );
         }
         let flags = flags();
-        for doc in REFERENCE.iter() {
+        for doc in &REFERENCE {
             assert!(
                 flags.iter().any(|flag| flag == doc.key),
                 "{}: documented but weft-operator has no such flag",
@@ -310,7 +310,7 @@ mod tests {
     fn documented_defaults_are_the_codes() {
         let cli = Cli::default();
         let none = OperatorConfig::resolve(&cli, &BTreeMap::new()).expect("the defaults resolve");
-        for doc in REFERENCE.iter() {
+        for doc in &REFERENCE {
             let value = match doc.default {
                 Value(value) => value,
                 Empty(_) => "",

@@ -432,20 +432,18 @@ fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
                 None => problems.push(format!("`{shown}` has no flag -{short}")),
             }
         } else if here.has_subcommands() && !positional_seen {
-            match here.find_subcommand(token) {
-                Some(sub) => path.push(sub),
-                None => {
-                    let subs: Vec<&str> = here
-                        .get_subcommands()
-                        .map(clap::Command::get_name)
-                        .collect();
-                    problems.push(format!(
-                        "`{shown}` has no subcommand {token} (it has: {})",
-                        subs.join(", ")
-                    ));
-                    return problems;
-                }
-            }
+            let Some(sub) = here.find_subcommand(token) else {
+                let subs: Vec<&str> = here
+                    .get_subcommands()
+                    .map(clap::Command::get_name)
+                    .collect();
+                problems.push(format!(
+                    "`{shown}` has no subcommand {token} (it has: {})",
+                    subs.join(", ")
+                ));
+                return problems;
+            };
+            path.push(sub);
         } else {
             positional_seen = true;
         }

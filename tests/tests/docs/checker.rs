@@ -104,8 +104,14 @@ fn unknown_map_names_are_found() {
 
 #[test]
 fn bad_links_are_found() {
-    finds("[spec](../../shared/spec/datapath.md)\n", "outside the repository");
-    finds("[spec](../../shared/spec/datapath.md)\n", "leaves the repository");
+    finds(
+        "[spec](../../shared/spec/datapath.md)\n",
+        "outside the repository",
+    );
+    finds(
+        "[spec](../../shared/spec/datapath.md)\n",
+        "leaves the repository",
+    );
     one_finding("[up](../../etc/passwd)\n", "leaves the repository");
     one_finding("[gone](missing.md)\n", "docs/missing.md does not exist");
     one_finding(

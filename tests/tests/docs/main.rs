@@ -25,10 +25,7 @@ fn the_configuration_reference_is_current() {
             .lines()
             .zip(fresh.lines())
             .position(|(a, b)| a != b)
-            .map_or_else(
-                || checked_in.lines().count().min(fresh.lines().count()),
-                |i| i,
-            );
+            .unwrap_or_else(|| checked_in.lines().count().min(fresh.lines().count()));
         panic!(
             "{} is stale (first difference at line {}: {:?} should be {:?}): run `{}` and \
              check the result in",
