@@ -4,6 +4,7 @@
 //! defaults, and by command-line flags of the same names. Pure: callers do the reading.
 
 mod cluster_pool;
+pub mod reference;
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
@@ -12,7 +13,8 @@ use weft_operator::ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
-/// The keys weft understands (others in a shared cilium-config are ignored).
+/// The keys weft understands (others in a shared cilium-config are ignored). Each has its
+/// documentation in [`reference::REFERENCE`].
 pub const KEYS: [&str; 38] = [
     "ipam",
     "ipam-default-ip-pool",
@@ -110,7 +112,7 @@ pub struct AgentConfig {
 }
 
 /// The keys that seed the agent's own CiliumNode when it runs against Kubernetes (Cilium's
-/// node discovery, `../shared/spec/cilium-ipam.md` §6.4).
+/// node discovery).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeSeedConfig {
     /// `auto-create-cilium-node-resource` (default true): create the CiliumNode if missing.

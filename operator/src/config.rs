@@ -423,6 +423,7 @@ pub fn parse_auto_create(entry: &str) -> Result<(String, PoolSpec), ConfigError>
 }
 
 mod azure;
+pub mod reference;
 #[cfg(test)]
 mod tests;
 

@@ -15,6 +15,7 @@ pub mod azure;
 pub mod bench;
 pub mod containerd;
 pub mod crds;
+pub mod docs;
 pub mod external;
 pub mod frames;
 pub mod kube;

@@ -9,6 +9,7 @@ mod demo;
 mod demo_cluster;
 mod demo_containerd;
 mod fuzz;
+mod gen_config_ref;
 mod gen_crds;
 mod image;
 mod run;
@@ -69,6 +70,9 @@ enum Command {
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
     /// the result in; the `crds` tests fail while it is stale). Needs `cargo xtask setup` once.
     GenCrds,
+    /// Regenerate the configuration reference `docs/configuration.md` from the code (check
+    /// the result in; the `docs` tests fail while it is stale). Needs `cargo xtask setup` once.
+    GenConfigRef,
     /// Run setup, build the release binaries statically and weft's container image from
     /// `Containerfile` with buildah (no registry needed), written as an OCI archive.
     ///
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
         Command::DemoAzure(args) => demo_cluster::demo_cluster(&args, demo_cluster::Mode::Azure),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
+        Command::GenConfigRef => gen_config_ref::gen_config_ref(),
         Command::Image(args) => image::image(&args),
         Command::Fuzz(args) => fuzz::fuzz(&args),
     };

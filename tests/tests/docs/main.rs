@@ -1,0 +1,58 @@
+//! The user's documentation: the checked-in configuration reference equals a fresh rendering
+//! from the code; README.md and every `docs/*.md` pass the checks of `weft_tests::docs::check`
+//! (links resolve inside the repository, shown commands, flags and map names exist); and the
+//! checks themselves fail on a bad snippet. No root, no network: text work only.
+
+mod checker;
+
+use std::fs;
+
+use weft_tests::docs::{self, check::Checker, config_ref};
+
+#[test]
+fn the_configuration_reference_is_current() {
+    let path = docs::config_ref_path();
+    let checked_in = fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run `{}` and check the file in",
+            path.display(),
+            config_ref::COMMAND
+        )
+    });
+    let fresh = config_ref::render();
+    if checked_in != fresh {
+        let line = checked_in
+            .lines()
+            .zip(fresh.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| checked_in.lines().count().min(fresh.lines().count()));
+        panic!(
+            "{} is stale (first difference at line {}: {:?} should be {:?}): run `{}` and \
+             check the result in",
+            path.display(),
+            line + 1,
+            checked_in.lines().nth(line).unwrap_or(""),
+            fresh.lines().nth(line).unwrap_or(""),
+            config_ref::COMMAND
+        );
+    }
+}
+
+#[test]
+fn readme_and_docs_pass_the_checks() {
+    let root = docs::repo_root();
+    let checker = Checker::for_repo(&root);
+    let files = docs::check::doc_files(&root);
+    assert!(files.len() > 3, "found only {files:?}");
+    let findings: Vec<String> = files
+        .iter()
+        .flat_map(|file| checker.check_file(file))
+        .map(|f| f.to_string())
+        .collect();
+    assert!(
+        findings.is_empty(),
+        "{} problem(s) in the documentation:\n{}",
+        findings.len(),
+        findings.join("\n")
+    );
+}
