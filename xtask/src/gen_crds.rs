@@ -4,7 +4,7 @@
 //! Building it builds `weft-agent` and so its eBPF object: on a fresh machine run
 //! `cargo xtask setup` first (not done here: setup also installs Debian packages, as root).
 
-use std::process::Command;
+use std::{path::Path, process::Command};
 
 use anyhow::Result;
 
@@ -12,19 +12,16 @@ use crate::{run, workspace_root};
 
 /// Runs `cargo run -p weft-tests --bin gen-crds -- <workspace>/deploy/crds`.
 pub fn gen_crds() -> Result<()> {
-    let dir = workspace_root().join("deploy").join("crds");
+    run_generator("gen-crds", &workspace_root().join("deploy").join("crds"))
+}
+
+/// Runs the generator binary `bin` of `weft-tests` on `target` (the file or directory it
+/// writes): `cargo run --quiet -p weft-tests --bin <bin> -- <target>`.
+pub fn run_generator(bin: &str, target: &Path) -> Result<()> {
     run::echo_run(
         Command::new("cargo")
             .current_dir(workspace_root())
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                "weft-tests",
-                "--bin",
-                "gen-crds",
-                "--",
-            ])
-            .arg(dir),
+            .args(["run", "--quiet", "-p", "weft-tests", "--bin", bin, "--"])
+            .arg(target),
     )
 }
