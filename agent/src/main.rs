@@ -140,7 +140,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }
         Command::Bpf(command) => {
-            let mut datapath = Datapath::load(&config).context("loading the datapath")?;
+            let mut datapath =
+                Datapath::open_pinned(&config).context("opening the pinned datapath")?;
             inspect::bpf(&mut datapath, &command)?;
         }
         Command::Cni(CniCommand::Install(args)) => {

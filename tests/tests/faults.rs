@@ -162,7 +162,8 @@ fn unprivileged_agent_names_what_it_needs() {
             .arg(&agent)
             .arg("--pin-dir")
             .arg(&pin_dir)
-            .args(["bpf", "counters"])
+            // A command that loads the datapath (`bpf …` only opens existing pins).
+            .args(["pod", "del", "--id", "nobody"])
             .output()
             .expect("setpriv");
         let stderr = String::from_utf8_lossy(&out.stderr);

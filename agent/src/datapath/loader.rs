@@ -54,33 +54,40 @@ impl Datapath {
         bpffs::prepare(&pin_dir)?;
         remove_retired(&pin_dir)?;
         check_pins(&pin_dir)?;
-        let mut loader = EbpfLoader::new();
-        for name in maps::PINNED_MAPS {
-            loader.map_pin_path(name, pin_dir.join(name));
-        }
-        let ebpf = loader.load(ELF).map_err(|source| match &source {
-            aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
-                if io_error.raw_os_error() == Some(libc::EPERM) =>
-            {
-                DatapathError::Privileges {
-                    source: Box::new(source),
-                }
-            }
-            _ => DatapathError::Load {
-                source: Box::new(source),
-            },
-        })?;
-        let attach_mode = config.attach_mode.resolve();
         let mut datapath = Self {
-            ebpf,
+            ebpf: load_object(&pin_dir)?,
             pin_dir,
-            attach_mode,
+            attach_mode: config.attach_mode.resolve(),
         };
         for hook in attach::HOOKS {
             datapath.load_program(hook.program)?;
         }
         attach::adopt_links(&mut datapath)?;
         Ok(datapath)
+    }
+
+    /// Open the maps a running (or stopped) agent pinned under `config.pin_dir`, to inspect
+    /// them: nothing is mounted, created, pinned, loaded or attached, so the running agent's
+    /// programs and links stay as they are.
+    ///
+    /// # Errors
+    /// A map is not pinned there (the directory is not the agent's `--pin-dir`), a pin has
+    /// the wrong shape, or the process lacks privileges.
+    pub fn open_pinned(config: &DatapathConfig) -> Result<Self, DatapathError> {
+        let pin_dir = config.pin_dir.clone();
+        let missing: Vec<&'static str> = maps::PINNED_MAPS
+            .into_iter()
+            .filter(|name| !pin_dir.join(name).exists())
+            .collect();
+        if !missing.is_empty() {
+            return Err(DatapathError::NotPinned { pin_dir, missing });
+        }
+        check_pins(&pin_dir)?;
+        Ok(Self {
+            ebpf: load_object(&pin_dir)?,
+            pin_dir,
+            attach_mode: config.attach_mode.resolve(),
+        })
     }
 
     /// The bpffs directory this datapath pins into.
@@ -135,6 +142,27 @@ impl Datapath {
 }
 
 /// Unpin maps of layouts this build replaced (a counters map of fewer reasons, ...).
+/// The embedded object with its maps: each of [`maps::PINNED_MAPS`] opened from its pin under
+/// `pin_dir`, or created and pinned there when it has none. Loads no program.
+fn load_object(pin_dir: &Path) -> Result<Ebpf, DatapathError> {
+    let mut loader = EbpfLoader::new();
+    for name in maps::PINNED_MAPS {
+        loader.map_pin_path(name, pin_dir.join(name));
+    }
+    loader.load(ELF).map_err(|source| match &source {
+        aya::EbpfError::MapError(aya::maps::MapError::CreateError { io_error, .. })
+            if io_error.raw_os_error() == Some(libc::EPERM) =>
+        {
+            DatapathError::Privileges {
+                source: Box::new(source),
+            }
+        }
+        _ => DatapathError::Load {
+            source: Box::new(source),
+        },
+    })
+}
+
 fn remove_retired(pin_dir: &Path) -> Result<(), DatapathError> {
     for name in maps::RETIRED_MAPS {
         let path = pin_dir.join(name);

@@ -57,6 +57,18 @@ pub enum DatapathError {
         #[source]
         source: io::Error,
     },
+    /// An inspection found no (or not every) weft map pinned where it looked.
+    #[error(
+        "no weft datapath is pinned in {}: {} missing. Is weft-agent running with --pin-dir {}? \
+         (Its maps are created by `weft-agent run`; nothing was created here.)",
+        pin_dir.display(), missing.join(", "), pin_dir.display()
+    )]
+    NotPinned {
+        /// The directory looked in.
+        pin_dir: PathBuf,
+        /// The maps without a pin there.
+        missing: Vec<&'static str>,
+    },
     /// The process may not write under the bpffs directory.
     #[error(
         "cannot create {path}: permission denied. weft-agent needs root (or CAP_SYS_ADMIN, \
