@@ -8,6 +8,7 @@
 //! All pod operations run under one lock, so allocations never race.
 
 mod identities;
+mod lock;
 mod netdev;
 mod observe;
 mod ops;
@@ -89,6 +90,9 @@ pub enum DaemonError {
     /// The datapath could not be loaded.
     #[error("loading the datapath")]
     Datapath(#[from] crate::datapath::DatapathError),
+    /// Another agent runs on the same state or pin directory.
+    #[error("one agent per node")]
+    Lock(#[from] lock::LockError),
     /// The store could not be opened.
     #[error("opening the store")]
     Store(#[from] crate::store::StoreError),
@@ -204,6 +208,8 @@ pub struct Daemon {
     pub(crate) attach_mode: AttachMode,
     /// When start-up began.
     pub(crate) started: Instant,
+    /// This agent's hold on its state and pin directories, for as long as it runs.
+    pub(crate) _locks: lock::Locks,
 }
 
 impl Handler for Daemon {

@@ -34,6 +34,8 @@ pub(super) async fn start(
     metrics: Arc<Metrics>,
 ) -> Result<Daemon, DaemonError> {
     let started = Instant::now();
+    crate::datapath::prepare_pin_dir(&opts.datapath.pin_dir)?;
+    let locks = super::lock::take(&opts.state_dir, &opts.datapath.pin_dir)?;
     let mut datapath = Datapath::load(&opts.datapath)?;
     let attach_mode = datapath.attach_mode();
     let early = AgentConfig::resolve([&opts.config_file, &opts.config_flags])?;
@@ -82,6 +84,7 @@ pub(super) async fn start(
         metrics,
         attach_mode,
         started,
+        _locks: locks,
     };
     replay_deletes(&daemon).await;
     let snapshot = daemon.store.snapshots().borrow().clone();

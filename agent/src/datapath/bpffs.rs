@@ -16,6 +16,9 @@ use super::DatapathError;
 /// Mount a bpffs on the mount point above `pin_dir` if there is none, then create `pin_dir`.
 ///
 /// The mount point is the first ancestor of `pin_dir` that exists (normally `/sys/fs/bpf`).
+///
+/// # Errors
+/// Mounting the bpffs or creating `pin_dir` failed.
 pub fn prepare(pin_dir: &Path) -> Result<(), DatapathError> {
     let mount_point = pin_dir
         .ancestors()

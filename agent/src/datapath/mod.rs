@@ -21,6 +21,7 @@ pub mod teardown;
 use std::{io, net::IpAddr, path::PathBuf};
 
 pub use attach::AttachMode;
+pub use bpffs::prepare as prepare_pin_dir;
 pub use endpoints::{CounterRow, EndpointRow};
 pub use ipcache::{IpcacheEntry, IpcacheRow};
 pub use loader::{Datapath, DatapathConfig, ELF};

@@ -205,6 +205,19 @@ fn vmss_and_vm_nodes_fill_up_to_pre_allocate_from_their_nic() {
     azure.wait_pool("vm-0", 8, Duration::from_secs(30));
     for (node, instance) in [("vmss-0", &vmss0), ("vm-0", &vm)] {
         assert_pool_is_the_nic(&azure, node, instance);
+        // The status subresource is its own PATCH, which may land after the spec's pool.
+        wait_for(
+            &format!("{node}'s status.azure.interfaces to list 8 addresses"),
+            Duration::from_secs(30),
+            || {
+                let n = azure.cluster.cilium_node(node).expect("node");
+                let listed = &n["status"]["azure"]["interfaces"][0]["addresses"];
+                let count = listed.as_array().map_or(0, Vec::len);
+                (count == 8)
+                    .then_some(())
+                    .ok_or_else(|| format!("{count} addresses: {}", n["status"]))
+            },
+        );
         let n = azure.cluster.cilium_node(node).expect("node");
         assert_eq!(
             n["spec"]["ipam"]["pre-allocate"], 8,
