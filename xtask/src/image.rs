@@ -54,10 +54,15 @@ pub fn default_archive() -> PathBuf {
         .join(format!("weft-{}.oci.tar", env!("CARGO_PKG_VERSION")))
 }
 
-/// Runs setup, builds the static release binaries, stages the root and builds the archive.
+/// Runs setup, then [`build`].
 pub fn image(args: &ImageArgs) -> Result<()> {
     run::require_root("buildah builds the image in root's container storage")?;
     setup::setup()?;
+    build(args)
+}
+
+/// Builds the static release binaries, stages the root and builds the archive (setup done).
+pub fn build(args: &ImageArgs) -> Result<()> {
     let triple = host_triple()?;
     build_static(&triple)?;
     let release = target_dir().join(&triple).join("release");

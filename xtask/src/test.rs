@@ -65,7 +65,7 @@ fn run_steps(args: &TestArgs) -> Result<()> {
         step(name, || run::echo_run(cmd))?;
     }
     // tests/tests/image.rs runs the DaemonSet from the image this builds.
-    step("image", || image::image(&image::ImageArgs { output: None }))?;
+    step("image", || image::build(&image::ImageArgs { output: None }))?;
     for (name, cmd) in tests {
         step(name, || run::echo_run(cmd))?;
     }

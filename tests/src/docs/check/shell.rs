@@ -84,12 +84,7 @@ pub(super) fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
                 help = true;
                 continue;
             }
-            match path
-                .iter()
-                .rev()
-                .flat_map(|c| c.get_arguments())
-                .find(|a| a.get_long() == Some(long))
-            {
+            match find_arg(&path, |a| a.get_long() == Some(long)) {
                 Some(arg) => skip_next = value.is_none() && takes_value(arg),
                 None => problems.push(format!(
                     "`{shown}` has no flag --{long} (see `{shown} --help`)"
@@ -101,12 +96,7 @@ pub(super) fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
                 help = true;
                 continue;
             }
-            match path
-                .iter()
-                .rev()
-                .flat_map(|c| c.get_arguments())
-                .find(|a| a.get_short() == Some(short))
-            {
+            match find_arg(&path, |a| a.get_short() == Some(short)) {
                 Some(arg) => skip_next = shorts.len() == 1 && takes_value(arg),
                 None => problems.push(format!("`{shown}` has no flag -{short}")),
             }
@@ -144,4 +134,16 @@ pub(super) fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
 
 pub(super) fn takes_value(arg: &clap::Arg) -> bool {
     arg.get_action().takes_values() && !arg.is_require_equals_set()
+}
+
+/// The argument `matches` finds on the innermost command of `path` that has one (a
+/// subcommand's own flags first, then those it inherits).
+fn find_arg<'a>(
+    path: &[&'a clap::Command],
+    matches: impl Fn(&clap::Arg) -> bool,
+) -> Option<&'a clap::Arg> {
+    path.iter()
+        .rev()
+        .flat_map(|c| c.get_arguments())
+        .find(|a| matches(a))
 }
