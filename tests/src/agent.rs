@@ -37,6 +37,8 @@ pub struct Agent {
     pub node_name: String,
     /// Extra environment for the next [`Agent::spawn`] (e.g. `WEFT_TEST_FAULTS`).
     pub env: Vec<(String, String)>,
+    /// A command the next [`Agent::spawn`] runs the agent under (e.g. `ip netns exec NODE`).
+    pub wrapper: Vec<String>,
     child: Option<Child>,
     base: PathBuf,
 }
@@ -67,6 +69,7 @@ impl Agent {
             kubeconfig: None,
             node_name: "node1".to_owned(),
             env: Vec::new(),
+            wrapper: Vec::new(),
             child: None,
             base,
         }
@@ -88,6 +91,7 @@ impl Agent {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             node_name: node_name.to_owned(),
             env: Vec::new(),
+            wrapper: Vec::new(),
             child: None,
             base,
         }
@@ -107,7 +111,14 @@ impl Agent {
             .append(true)
             .open(self.base.join("agent.log"))
             .expect("agent log");
-        let mut command = Command::new(bin_path("weft-agent"));
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(bin_path("weft-agent"));
+                command
+            }
+            None => Command::new(bin_path("weft-agent")),
+        };
         command
             .arg("--pin-dir")
             .arg(&self.pin_dir)

@@ -14,7 +14,7 @@ use std::{
 
 use tracing::warn;
 
-use super::{Daemon, chain};
+use super::{Daemon, RecordError, chain};
 use crate::{
     identity::{SecurityLabels, security_labels},
     k8s::endpoints::{EndpointPublisher, LocalEndpoint},
@@ -43,11 +43,19 @@ pub(super) async fn run(daemon: Arc<Daemon>) {
     }
 }
 
-async fn pass(
-    daemon: &Daemon,
-    publisher: Option<&EndpointPublisher>,
-) -> Result<(), crate::k8s::K8sError> {
-    let (endpoints, snapshot) = local_endpoints(daemon).await;
+/// Why an identity pass failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+enum PassError {
+    /// The records directory could not be listed: nothing is known about the local pods.
+    #[error("listing the endpoint records")]
+    Records(#[source] RecordError),
+    /// The API server refused or failed.
+    #[error(transparent)]
+    K8s(#[from] crate::k8s::K8sError),
+}
+
+async fn pass(daemon: &Daemon, publisher: Option<&EndpointPublisher>) -> Result<(), PassError> {
+    let (endpoints, snapshot, unreadable) = local_endpoints(daemon).await?;
     let mut resolved: BTreeMap<(String, String), u32> = BTreeMap::new();
     match publisher {
         None => {
@@ -88,11 +96,22 @@ async fn pass(
             let id = resolved[&(ep.namespace.clone(), ep.name.clone())];
             publisher.publish(ep, id, &first, &snapshot).await?;
         }
-        let keep: BTreeSet<_> = endpoints
-            .iter()
-            .map(|e| (e.namespace.clone(), e.name.clone()))
-            .collect();
-        publisher.prune(&snapshot, &node_ip, &keep).await?;
+        if unreadable.is_empty() {
+            let keep: BTreeSet<_> = endpoints
+                .iter()
+                .map(|e| (e.namespace.clone(), e.name.clone()))
+                .collect();
+            publisher.prune(&snapshot, &node_ip, &keep).await?;
+        } else {
+            // A record that cannot be read is a pod whose CiliumEndpoint must stay: with a
+            // partial view, prune nothing (other nodes would drop the pod's IPCache entries).
+            let unreadable: Vec<String> = unreadable.iter().map(|e| chain(e)).collect();
+            warn!(
+                ?unreadable,
+                "not removing any CiliumEndpoint of this node while endpoint records cannot be \
+                 read; move away the records of pods that are gone"
+            );
+        }
     }
     Ok(())
 }
@@ -110,10 +129,13 @@ pub(super) async fn own_ips(daemon: &Daemon, snapshot: &Snapshot) -> BTreeSet<Ip
     ips
 }
 
-/// The local pods from the endpoint records, with their labels from the store.
-async fn local_endpoints(daemon: &Daemon) -> (Vec<LocalEndpoint>, Arc<Snapshot>) {
+/// The local pods from the endpoint records, with their labels from the store, and the
+/// records that could not be read.
+async fn local_endpoints(
+    daemon: &Daemon,
+) -> Result<(Vec<LocalEndpoint>, Arc<Snapshot>, Vec<RecordError>), PassError> {
     let snapshot = daemon.state.lock().await.snapshot.clone();
-    let (records, _) = daemon.records.all().unwrap_or_default();
+    let (records, unreadable) = daemon.records.all().map_err(PassError::Records)?;
     let mut by_pod: BTreeMap<(String, String), LocalEndpoint> = BTreeMap::new();
     for record in records.into_iter().filter(|r| r.result.is_some()) {
         let Some((namespace, name)) = record.owner.split_once('/') else {
@@ -148,7 +170,7 @@ async fn local_endpoints(daemon: &Daemon) -> (Vec<LocalEndpoint>, Arc<Snapshot>)
         });
         entry.ips.extend(record.addrs.iter().map(|a| a.ip));
     }
-    (by_pod.into_values().collect(), snapshot)
+    Ok((by_pod.into_values().collect(), snapshot, unreadable))
 }
 
 /// A small per-node endpoint id (Cilium's are 1–4095), stable for a container.

@@ -15,6 +15,7 @@ mod ops;
 mod records;
 mod remote;
 mod result;
+mod rewire;
 mod sanity;
 mod startup;
 

@@ -1,20 +1,18 @@
 //! The CNI operations as the agent performs them. ADD: a repeated ADD gets the recorded
-//! answer (unless its sandbox is gone: then the stale attachment is undone first); otherwise
+//! answer once its datapath is repaired (unless its sandbox is gone: then the stale attachment
+//! is undone first; an ADD of it in another sandbox while the first lives is refused); otherwise
 //! allocate (IPAM), wire (datapath), record, answer — and on any failure undo every step
 //! already made. DEL: unwire, release, forget; idempotent, also after the sandbox is gone.
 //! CHECK, STATUS, GC.
 
 use std::{net::IpAddr, sync::Arc, time::Instant};
 
-use agent_common::{
-    endpoint::{ENDPOINT_F_NO_SNAT_V4, ENDPOINT_F_NO_SNAT_V6},
-    identity,
-};
+use agent_common::identity;
 use tracing::{info, warn};
 
 use super::{
     Daemon, EndpointRecord, RecordAddr, State,
-    result::{build_result, owner_of, pool_id},
+    result::{build_result, no_snat_flags, owner_of, pool_id},
 };
 use crate::{
     cni::{
@@ -62,40 +60,8 @@ fn allocation_failed(version: &str, owner: &str, node: &str, e: &IpamError) -> R
 impl Daemon {
     pub(super) async fn add(&self, pod: &PodRequest) -> Response {
         let v = pod.cni_version.as_str();
-        match self.records.get(&pod.container_id, &pod.ifname) {
-            Ok(Some(EndpointRecord {
-                result: Some(mut result),
-                netns,
-                host_ifname,
-                ..
-            })) if netns == pod.netns && link_alive(&host_ifname).await => {
-                // Idempotent: the same attachment gets the same answer.
-                v.clone_into(&mut result.cni_version);
-                return Response::Added(result);
-            }
-            Ok(Some(earlier)) => {
-                // An earlier ADD died half-way (agent killed), or the sandbox it wired is gone
-                // without a DEL (containerd's `ctr run -d` never sends one) and the same
-                // container id comes back in a new one: undo it, then start afresh.
-                let mut state = self.state.lock().await;
-                if let Err(e) = self.forget(&mut state, &earlier).await {
-                    return error(
-                        v,
-                        code::DATAPATH_FAILED,
-                        "cleaning up an interrupted or stale ADD failed",
-                        e,
-                    );
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                return error(
-                    v,
-                    code::IO_FAILURE,
-                    "cannot read the endpoint record",
-                    e.to_string(),
-                );
-            }
+        if let Some(answer) = self.earlier_attachment(pod).await {
+            return answer;
         }
         match netns::check_pod_netns(&pod.netns) {
             Ok(()) => {}
@@ -153,6 +119,70 @@ impl Daemon {
         }
     }
 
+    /// What a record of the same attachment means for an ADD: `Some` answer ends it (a repeat
+    /// of a wired attachment, or a refusal); `None` goes on with a fresh ADD (an interrupted or
+    /// stale attachment has then been undone).
+    async fn earlier_attachment(&self, pod: &PodRequest) -> Option<Response> {
+        let v = pod.cni_version.as_str();
+        match self.records.get(&pod.container_id, &pod.ifname) {
+            Ok(Some(EndpointRecord {
+                result: Some(mut result),
+                netns,
+                host_ifname,
+                ..
+            })) if netns == pod.netns && link_alive(&host_ifname).await => {
+                // Idempotent: the same attachment gets the same answer, once its datapath is
+                // as ADD left it (bpffs may have lost its link or its map entries since).
+                if let Some(refused) = self.repair(v, &pod.container_id, &pod.ifname).await {
+                    return Some(refused);
+                }
+                v.clone_into(&mut result.cni_version);
+                return Some(Response::Added(result));
+            }
+            Ok(Some(earlier)) if another_live_sandbox(&earlier.netns, &pod.netns) => {
+                // Another sandbox still holds this attachment: replacing it would tear down a
+                // live pod's network. Only a gone sandbox may be replaced.
+                return Some(error(
+                    v,
+                    code::INVALID_ENV,
+                    format!(
+                        "{}/{} is wired in network namespace {}, which still exists; refusing \
+                         to wire it again in {}",
+                        pod.container_id,
+                        pod.ifname,
+                        earlier.netns.display(),
+                        pod.netns.display()
+                    ),
+                    "DEL the attachment from its first sandbox, or use another container id",
+                ));
+            }
+            Ok(Some(earlier)) => {
+                // An earlier ADD died half-way (agent killed), or the sandbox it wired is gone
+                // without a DEL (containerd's `ctr run -d` never sends one) and the same
+                // container id comes back in a new one: undo it, then start afresh.
+                let mut state = self.state.lock().await;
+                if let Err(e) = self.forget(&mut state, &earlier).await {
+                    return Some(error(
+                        v,
+                        code::DATAPATH_FAILED,
+                        "cleaning up an interrupted or stale ADD failed",
+                        e,
+                    ));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Some(error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot read the endpoint record",
+                    e.to_string(),
+                ));
+            }
+        }
+        None
+    }
+
     /// An address inside one of the node's own networks (a pod range that overlaps them,
     /// found after start-up) is never handed out: release the allocation and refuse the ADD.
     fn refuse_clashes(
@@ -195,14 +225,7 @@ impl Daemon {
             IpAddr::V6(v6) => Some(*v6),
             IpAddr::V4(_) => None,
         });
-        let mut flags = 0;
-        for a in allocated.iter().filter(|a| a.skip_masquerade) {
-            flags |= if a.ip.is_ipv4() {
-                ENDPOINT_F_NO_SNAT_V4
-            } else {
-                ENDPOINT_F_NO_SNAT_V6
-            };
-        }
+        let flags = no_snat_flags(allocated.iter().map(|a| (a.ip, a.skip_masquerade)));
         let first_pool = allocated
             .first()
             .map_or(self.config.default_pool.as_str(), |a| a.pool.as_str());
@@ -278,6 +301,41 @@ impl Daemon {
             ));
         }
         Ok(result)
+    }
+
+    /// Rebuild the datapath of a recorded attachment (a repeated ADD); `Some` refusal when the
+    /// record cannot be read again or the datapath refuses.
+    async fn repair(&self, v: &str, container_id: &str, ifname: &str) -> Option<Response> {
+        let mut state = self.state.lock().await;
+        // Read under the lock: a DEL may have removed the record since.
+        let record = match self.records.get(container_id, ifname) {
+            Ok(Some(record)) => record,
+            Ok(None) => {
+                return Some(error(
+                    v,
+                    code::TRY_AGAIN_LATER,
+                    format!("{container_id}/{ifname} was deleted while it was added again"),
+                    "ADD it again",
+                ));
+            }
+            Err(e) => {
+                return Some(error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot read the endpoint record",
+                    crate::daemon::chain(&e),
+                ));
+            }
+        };
+        match super::rewire::rewire(&mut state.datapath, &record, &self.config.default_pool).await {
+            Ok(_) => None,
+            Err(e) => Some(error(
+                v,
+                code::DATAPATH_FAILED,
+                "repairing the attachment's datapath failed",
+                crate::daemon::chain(&e),
+            )),
+        }
     }
 
     /// Unwire an attachment, release its addresses and drop its record.
@@ -551,6 +609,16 @@ fn record_addrs(record: &EndpointRecord) -> Vec<(IpAddr, String)> {
         .iter()
         .map(|a| (a.ip, a.pool.clone()))
         .collect()
+}
+
+/// Whether `recorded` is a live network namespace other than `requested` (a sandbox that still
+/// exists; two paths of one namespace are one sandbox).
+fn another_live_sandbox(recorded: &std::path::Path, requested: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let id = |path: &std::path::Path| std::fs::metadata(path).map(|m| (m.dev(), m.ino())).ok();
+    recorded != requested
+        && netns::check_pod_netns(recorded).is_ok()
+        && id(recorded) != id(requested)
 }
 
 /// Whether host interface `name` exists; only a definite "no such link" counts as gone.

@@ -128,13 +128,20 @@ impl Records {
             path: self.dir.clone(),
             source,
         };
-        let mut paths: Vec<PathBuf> = fs::read_dir(&self.dir)
-            .map_err(io)?
-            .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        paths.sort();
         let (mut records, mut errors) = (Vec::new(), Vec::new());
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io)? {
+            // A directory entry that cannot be read is a record that cannot be read.
+            match entry {
+                Ok(entry) => paths.push(entry.path()),
+                Err(source) => errors.push(RecordError::Io {
+                    path: self.dir.clone(),
+                    source,
+                }),
+            }
+        }
+        paths.retain(|p| p.extension().is_some_and(|x| x == "json"));
+        paths.sort();
         for path in paths {
             match fs::read(&path) {
                 Ok(bytes) => match serde_json::from_slice(&bytes) {

@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use agent_common::endpoint::{ENDPOINT_F_NO_SNAT_V4, ENDPOINT_F_NO_SNAT_V6};
 use ipnet::IpNet;
 
 use crate::{
@@ -27,6 +28,21 @@ pub fn pool_id(pool: &str, default_pool: &str) -> u32 {
         hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
     hash.max(1)
+}
+
+/// The endpoints-map `ENDPOINT_F_NO_SNAT_*` bits of addresses (address, keeps its source).
+pub(super) fn no_snat_flags(addrs: impl IntoIterator<Item = (IpAddr, bool)>) -> u32 {
+    addrs
+        .into_iter()
+        .filter(|(_, skip_masquerade)| *skip_masquerade)
+        .fold(0, |flags, (ip, _)| {
+            flags
+                | if ip.is_ipv4() {
+                    ENDPOINT_F_NO_SNAT_V4
+                } else {
+                    ENDPOINT_F_NO_SNAT_V6
+                }
+        })
 }
 
 /// The IPAM owner of `pod`: `namespace/name` from `CNI_ARGS`. Without them (containerd's

@@ -72,7 +72,7 @@ pub(super) async fn start(
         node_networks,
         reported_overlaps: std::collections::BTreeSet::new(),
     };
-    state.unrestored = unrestored(&records, &mut state).await?;
+    state.unrestored = unrestored(&records, &mut state, &config.default_pool).await?;
     finish_restore(&mut state, &opts);
     let daemon = Daemon {
         opts,
@@ -169,12 +169,13 @@ pub fn ipam_config(config: &AgentConfig) -> IpamConfig {
     }
 }
 
-/// Addresses to restore: every record whose pod still exists; records of pods that vanished
-/// while the agent was down are unwired and dropped (their addresses were never restored, so
-/// they are simply free).
+/// Addresses to restore: every record whose pod still exists, its datapath rebuilt whatever
+/// survived in bpffs; records of pods that vanished while the agent was down are unwired and
+/// dropped (their addresses were never restored, so they are simply free).
 async fn unrestored(
     records: &Records,
     state: &mut State,
+    default_pool: &str,
 ) -> Result<Vec<(IpAddr, String, String)>, DaemonError> {
     let (all, corrupt) = records.all()?;
     for error in corrupt {
@@ -199,6 +200,17 @@ async fn unrestored(
             }
             records.remove(&record.container_id, &record.ifname)?;
             continue;
+        }
+        match super::rewire::rewire(&mut state.datapath, &record, default_pool).await {
+            Ok(true) => {}
+            Ok(false) => warn!(
+                container = %record.container_id, pod = %record.owner, host_ifname = %record.host_ifname,
+                "the pod's host interface is gone while its sandbox lives; it has no network until it is added again"
+            ),
+            Err(error) => warn!(
+                error = %super::chain(&error), pod = %record.owner,
+                "rebuilding a pod's datapath failed; CNI CHECK reports it, and a repeated ADD retries"
+            ),
         }
         let owner = format!("{} [restored]", record.owner);
         out.extend(

@@ -3,6 +3,7 @@
 
 use std::{
     fs, io,
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
 };
 
@@ -10,6 +11,7 @@ use nix::{
     mount::{MsFlags, mount},
     sys::statfs::{BPF_FS_MAGIC, statfs},
 };
+use tracing::{info, warn};
 
 use super::DatapathError;
 
@@ -43,8 +45,32 @@ pub fn prepare(pin_dir: &Path) -> Result<(), DatapathError> {
             path: mount_point.clone(),
             source,
         })?;
+        say_mounted(&mount_point);
     }
     create_dir(pin_dir)
+}
+
+/// Say that the agent mounted a bpffs itself, and warn when that mount cannot outlive the
+/// process: in a mount namespace of its own (`ip netns exec` makes one, with a fresh /sys) the
+/// mount, and every pin in it, is gone when the agent exits, so the next start finds none.
+fn say_mounted(mount_point: &Path) {
+    let ns = |pid: &str| {
+        fs::metadata(format!("/proc/{pid}/ns/mnt"))
+            .map(|m| m.ino())
+            .ok()
+    };
+    if ns("self") == ns("1") {
+        info!(path = %mount_point.display(), "no bpf filesystem was mounted here: mounted one");
+    } else {
+        warn!(
+            path = %mount_point.display(),
+            "no bpf filesystem was mounted here, and this process runs in a mount namespace of \
+             its own (as under `ip netns exec`): the bpffs mounted here goes with the process, so \
+             pins will not survive a restart (the agent then rebuilds every pod's datapath). \
+             Mount bpffs on the host (`mount -t bpf bpf /sys/fs/bpf`) and enter the node's \
+             network namespace with `nsenter --net=…` rather than `ip netns exec`"
+        );
+    }
 }
 
 /// Create `dir` (and parents) with mode 0755.

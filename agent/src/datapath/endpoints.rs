@@ -67,6 +67,21 @@ pub fn format_mac(mac: MacAddr) -> String {
     mac.map(|b| format!("{b:02x}")).join(":")
 }
 
+/// The MAC address `aa:bb:cc:dd:ee:ff` (as [`format_mac`] writes it), if it is one.
+#[must_use]
+pub fn parse_mac(text: &str) -> Option<MacAddr> {
+    let mut mac = [0; 6];
+    let mut parts = text.split(':');
+    for byte in &mut mac {
+        let part = parts.next()?;
+        if part.len() != 2 {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
 /// Does `error` mean "no such key" (aya reports it either way, depending on the call)?
 pub(super) fn is_not_found(error: &MapError) -> bool {
     match error {
@@ -313,5 +328,25 @@ impl Datapath {
             });
         }
         Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{format_mac, parse_mac};
+
+    #[test]
+    fn macs_read_back_as_written() {
+        let mac = [0x02, 0xab, 0x00, 0x10, 0xfe, 0x7f];
+        assert_eq!(parse_mac(&format_mac(mac)), Some(mac));
+        for bad in [
+            "",
+            "02:ab:00:10:fe",
+            "02:ab:00:10:fe:7f:00",
+            "02:ab:00:10:fe:zz",
+            "2:ab:0:10:fe:7f",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad:?}");
+        }
     }
 }

@@ -7,11 +7,12 @@ use std::{
     path::Path,
 };
 
-use agent_common::EndpointInfo;
+use agent_common::{EndpointInfo, EndpointKey, MacAddr, maps};
 use tracing::warn;
 
 use super::{
     Datapath, DatapathError,
+    endpoints::key_of,
     ipcache::{IpcacheEntry, host_prefix},
     netlink::{self, PodIface, PodIfaceSpec},
 };
@@ -129,6 +130,53 @@ impl Datapath {
             self.upsert_ipcache(host_prefix(*ip), &IpcacheEntry::identity(spec.identity))?;
         }
         Ok(())
+    }
+
+    /// Program the datapath of a pod an earlier agent wired, whatever of it survived in bpffs:
+    /// `from_container` on its veth (a lost TCX link is attached again, a netlink filter left by
+    /// another load is replaced), its interface entry, and its endpoint and IPCache entries. An
+    /// entry that survived keeps its identity; a lost one starts at `spec.identity`.
+    /// `Ok(false)`: the host-side veth is gone, nothing was changed.
+    ///
+    /// # Errors
+    /// Netlink, the attachment or a map write failed.
+    pub async fn restore_pod(
+        &mut self,
+        spec: &PodSpec<'_>,
+        pod_mac: MacAddr,
+    ) -> Result<bool, DatapathError> {
+        let host = host_ifname(spec.container_id, spec.ifname);
+        let link =
+            netlink::link_index_and_mac(&host)
+                .await
+                .map_err(|source| DatapathError::Netlink {
+                    host_ifname: host.clone(),
+                    source: Box::new(source),
+                })?;
+        let Some((host_ifindex, host_mac)) = link else {
+            return Ok(false);
+        };
+        self.attach_from_container(&host)?;
+        self.upsert_iface(host_ifindex, host_mac)?;
+        for ip in spec.addrs {
+            let kept = self
+                .hash_get::<EndpointKey, EndpointInfo>(maps::ENDPOINTS, &key_of(*ip))?
+                .filter(|info| info.ifindex == host_ifindex)
+                .map_or(spec.identity, |info| info.sec_identity);
+            let info = EndpointInfo {
+                ifindex: host_ifindex,
+                flags: spec.flags,
+                pod_mac,
+                pad0: [0; 2],
+                node_mac: host_mac,
+                pad1: [0; 2],
+                sec_identity: kept,
+                pool_id: spec.pool_id,
+            };
+            self.upsert_endpoint(*ip, &info)?;
+            self.upsert_ipcache(host_prefix(*ip), &IpcacheEntry::identity(kept))?;
+        }
+        Ok(true)
     }
 
     /// Unwire the attachment (`container_id`, `ifname`): endpoints behind its veth, interface

@@ -9,6 +9,7 @@ mod faults;
 mod lifecycle;
 mod metrics;
 mod operator;
+mod partial_view;
 mod recreate;
 mod reliability;
 mod restarts;

@@ -4,10 +4,16 @@
 //! - [`inspect`]: `weft-agent bpf …` pointed at a directory where no agent pinned its maps
 //!   creates nothing there (no pins, no bpffs mount) and says which `--pin-dir` to use; pointed
 //!   at a running agent's, it leaves that agent's programs and links as they are.
+//! - [`live_sandbox`]: an ADD of a wired container id in another namespace, while the first
+//!   one lives, is refused naming both and touches neither.
+//! - [`lost_pins`]: a restart that finds none of the old pins rewires every recorded pod
+//!   before it serves, in both attach modes; a repeated ADD repairs a lost attachment.
 //! - [`two_agents`]: a second `weft-agent run` on a running agent's state or pin directory
 //!   exits at once, naming the first one's PID and the directory, and changes nothing of it.
 //!
 //! Runs as root.
 
 mod inspect;
+mod live_sandbox;
+mod lost_pins;
 mod two_agents;

@@ -292,6 +292,18 @@ pub async fn link_index(name: &str) -> Result<Option<u32>, NetlinkError> {
         .map(|link| link.header.index))
 }
 
+/// The ifindex and MAC address of link `name` in the calling thread's netns, if it exists.
+///
+/// # Errors
+/// Fails if netlink does (but not when the link is absent).
+pub async fn link_index_and_mac(name: &str) -> Result<Option<(u32, [u8; 6])>, NetlinkError> {
+    check_ifname(name)?;
+    get_link(&connect()?, name)
+        .await?
+        .map(|link| index_and_mac(&link, name))
+        .transpose()
+}
+
 /// Steps 3-5 of [`create_pod_iface`], after the veth pair exists.
 async fn configure(
     node: &Handle,
