@@ -33,6 +33,12 @@ pub fn fold(mut sum: u32) -> u16 {
     !u16::try_from(sum).unwrap_or(0)
 }
 
+/// A computed UDP checksum as sent: 0 means "no checksum" on the wire, so it goes as 0xffff
+/// (RFC 768).
+fn udp_csum(computed: u16) -> u16 {
+    if computed == 0 { 0xffff } else { computed }
+}
+
 /// IPv4 header checksum of `header` (with its checksum field zeroed or not: 0 means valid).
 #[must_use]
 pub fn ipv4_header_csum(header: &[u8]) -> u16 {
@@ -61,7 +67,7 @@ pub fn udp4(src: Ipv4Addr, dst: Ipv4Addr, ttl: u8, payload: &[u8]) -> Vec<u8> {
     pseudo.extend_from_slice(&dst.octets());
     pseudo.extend_from_slice(&[0, 17]);
     pseudo.extend_from_slice(&udp_len.to_be_bytes());
-    let c = fold(sum16(&pseudo) + sum16(&udp));
+    let c = udp_csum(fold(sum16(&pseudo) + sum16(&udp)));
     udp[6..8].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&udp);
     f
@@ -185,7 +191,9 @@ pub fn udp4_ports(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, payload:
     );
     udp.extend_from_slice(&[0, 0]);
     udp.extend_from_slice(payload);
-    let c = fold(pseudo_sum(src.octets(), dst.octets(), 17, udp.len()) + sum16(&udp));
+    let c = udp_csum(fold(
+        pseudo_sum(src.octets(), dst.octets(), 17, udp.len()) + sum16(&udp),
+    ));
     udp[6..8].copy_from_slice(&c.to_be_bytes());
     l4_frame(src, dst, 17, &udp)
 }
@@ -264,9 +272,11 @@ pub fn view4(frame: &[u8]) -> Ipv4View {
     let (sport, dport, l4_csum_ok) = match proto {
         1 => (word(l4, 4), word(l4, 4), fold(sum16(l4)) == 0),
         6 | 17 => {
+            // Every UDP frame the tests build carries a checksum: a zero one ("none" on the
+            // wire) is a rewrite that dropped it instead of updating it.
             let sum = pseudo_sum(src, dst, proto, l4.len()) + sum16(l4);
-            let no_udp_csum = proto == 17 && word(l4, 6) == 0;
-            (word(l4, 0), word(l4, 2), no_udp_csum || fold(sum) == 0)
+            let dropped = proto == 17 && word(l4, 6) == 0;
+            (word(l4, 0), word(l4, 2), !dropped && fold(sum) == 0)
         }
         _ => (0, 0, false),
     };
@@ -430,5 +440,22 @@ pub fn view6(frame: &[u8]) -> Ipv6View {
         sport,
         dport,
         l4_csum_ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::{udp4_ports, view4};
+
+    #[test]
+    fn a_udp_checksum_zeroed_by_a_rewrite_does_not_verify() {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(192, 0, 2, 1));
+        let mut frame = udp4_ports(src, 4000, dst, 53, b"query");
+        assert!(view4(&frame).l4_csum_ok, "the built frame verifies");
+        // What a NAT rewrite that drops the checksum instead of updating it leaves.
+        frame[34 + 6..34 + 8].copy_from_slice(&[0, 0]);
+        assert!(!view4(&frame).l4_csum_ok, "a zeroed UDP checksum passed");
     }
 }
