@@ -10,7 +10,7 @@ pub struct Counter {
     pub bytes: u64,
 }
 
-const _: () = assert!(size_of::<Counter>() == 16);
+abi_layout!(Counter, 16 { packets: 0, bytes: 8 });
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), two u64, no padding.

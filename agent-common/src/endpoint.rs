@@ -82,8 +82,8 @@ pub const ENDPOINT_F_NO_SNAT_V4: u32 = 4;
 /// Do not masquerade IPv6 traffic from this endpoint (Cilium's `ENDPOINT_F_NO_SNAT_V6`).
 pub const ENDPOINT_F_NO_SNAT_V6: u32 = 8;
 
-const _: () = assert!(size_of::<EndpointKey>() == 20);
-const _: () = assert!(size_of::<EndpointInfo>() == 32);
+abi_layout!(EndpointKey, 20 { ip: 0, family: 16, pad: 17, cluster_id: 18 });
+abi_layout!(EndpointInfo, 32 { ifindex: 0, flags: 4, pod_mac: 8, pad0: 14, node_mac: 16, pad1: 22, sec_identity: 24, pool_id: 28 });
 
 #[cfg(feature = "user")]
 // SAFETY: both types are repr(C), made only of integers and byte arrays, with no implicit padding.
@@ -106,7 +106,7 @@ pub struct IfaceInfo {
     pub flags: u32,
 }
 
-const _: () = assert!(size_of::<IfaceInfo>() == 12);
+abi_layout!(IfaceInfo, 12 { mac: 0, pad: 6, flags: 8 });
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), byte arrays and a u32, explicit padding.

@@ -78,8 +78,8 @@ pub const IPCACHE_F_IPV6_TUNNEL_EP: u8 = 4;
 /// The prefix belongs to another cluster (Cilium's `flag_remote_cluster`).
 pub const IPCACHE_F_REMOTE_CLUSTER: u8 = 8;
 
-const _: () = assert!(size_of::<IpcacheKey>() == 20);
-const _: () = assert!(size_of::<IpcacheInfo>() == 24);
+abi_layout!(IpcacheKey, 20 { cluster_id: 0, pad: 2, family: 3, ip: 4 });
+abi_layout!(IpcacheInfo, 24 { sec_identity: 0, tunnel_endpoint: 4, pad: 20, key: 22, flags: 23 });
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), integers and byte arrays only, no implicit padding.

@@ -71,8 +71,8 @@ pub const MASQ_F_NATIVE_ROUTING: u32 = 2;
 /// Configured for this pool only.
 pub const MASQ_F_POOL: u32 = 4;
 
-const _: () = assert!(size_of::<MasqKey>() == 24);
-const _: () = assert!(size_of::<MasqInfo>() == 4);
+abi_layout!(MasqKey, 24 { pool_id: 0, family: 4, pad: 5, ip: 8 });
+abi_layout!(MasqInfo, 4 { flags: 0 });
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), integers and byte arrays only, explicit padding.

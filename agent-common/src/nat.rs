@@ -101,10 +101,10 @@ pub struct NatEntry6 {
     pub pad: [u8; 4],
 }
 
-const _: () = assert!(size_of::<NatTuple4>() == 14);
-const _: () = assert!(size_of::<NatEntry4>() == 16);
-const _: () = assert!(size_of::<NatTuple6>() == 38);
-const _: () = assert!(size_of::<NatEntry6>() == 32);
+abi_layout!(NatTuple4, 14 { daddr: 0, saddr: 4, dport: 8, sport: 10, nexthdr: 12, flags: 13 });
+abi_layout!(NatEntry4, 16 { created: 0, to_addr: 8, to_port: 12, flags: 14 });
+abi_layout!(NatTuple6, 38 { daddr: 0, saddr: 16, dport: 32, sport: 34, nexthdr: 36, flags: 37 });
+abi_layout!(NatEntry6, 32 { created: 0, to_addr: 8, to_port: 24, flags: 26, pad: 28 });
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), byte arrays and integers, no implicit padding (14 bytes, align 2).
@@ -137,7 +137,7 @@ pub const NETDEV_F_MASQ_V4: u32 = 1;
 /// Masquerade IPv6 pod traffic leaving through this device to `masq_v6`.
 pub const NETDEV_F_MASQ_V6: u32 = 2;
 
-const _: () = assert!(size_of::<NetdevInfo>() == 24);
+abi_layout!(NetdevInfo, 24 { masq_v4: 0, masq_v6: 4, flags: 20 });
 
 #[cfg(feature = "user")]
 // SAFETY: repr(C), byte arrays and a u32, no implicit padding.
