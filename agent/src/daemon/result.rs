@@ -148,6 +148,18 @@ pub(super) fn build_result(
 mod tests {
     use super::pods_named_by;
 
+    /// Pool ids are persisted in the pinned endpoints map (and the per-pool masquerade
+    /// exclusions): a change of the hash would misattribute every running pod's pool on
+    /// upgrade. Golden values, not the function compared with itself.
+    #[test]
+    fn pool_ids_are_stable_across_builds() {
+        use super::pool_id;
+        assert_eq!(pool_id("default", "default"), 0);
+        assert_eq!(pool_id("blue", "default"), 2197550541);
+        assert_eq!(pool_id("mars", "default"), 3749382760);
+        assert_eq!(pool_id("default", "blue"), 2470140894);
+    }
+
     #[test]
     fn container_ids_name_pods_as_namespace_dash_name() {
         let pods: Vec<(String, String)> = [

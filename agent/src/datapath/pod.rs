@@ -243,3 +243,19 @@ impl Datapath {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::host_ifname;
+
+    /// Host-side veth names are persisted (the kernel keeps the veths across agent upgrades,
+    /// records name them): a change of the hash orphans every pod's veth on upgrade. Golden
+    /// values, not the function compared with itself.
+    #[test]
+    fn host_veth_names_are_stable_across_builds() {
+        let id = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        assert_eq!(host_ifname(id, "eth0"), "wft3a7ffe3da8c5");
+        assert_eq!(host_ifname(id, "net1"), "wftb2a61b9724d7");
+        assert_eq!(host_ifname("default-web", "eth0"), "wft6a7eb06cf971");
+    }
+}
