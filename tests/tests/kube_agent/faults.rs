@@ -144,8 +144,19 @@ fn a_restart_while_the_api_server_is_down_keeps_pods_networking_and_catches_up()
         .inject(None, "*", u32::MAX, Answer::Internal);
     cluster.emu.faults().drop_watches();
     agent.kill();
+    let retries = |log: &str| log.matches("node discovery; retrying").count();
+    let before = retries(&agent.log());
     agent.spawn();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for(
+        "the restarted agent to retry the API server twice",
+        Duration::from_secs(30),
+        || {
+            let now = retries(&agent.log());
+            (now >= before + 2)
+                .then_some(())
+                .ok_or_else(|| format!("{} retries", now - before))
+        },
+    );
     assert!(
         agent.running(),
         "the agent waits for the API server:\n{}",

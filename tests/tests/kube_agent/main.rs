@@ -16,7 +16,7 @@ mod restarts;
 mod static_ip;
 mod two_nodes;
 
-use std::{path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use serde_json::{Value, json};
 pub(crate) use weft_tests::agent::{Pod, add, del, ips_of, ping};
@@ -142,8 +142,25 @@ pub(crate) fn crd_pool(count: u8) -> Value {
     Value::Object(pool)
 }
 
+/// Wait until `status.ipam.used` of `node` satisfies `what`: the agent's write a test waits
+/// for before it checks what that write kept (instead of sleeping and hoping one happened).
+pub(crate) fn wait_used(
+    cluster: &Cluster,
+    node: &str,
+    what: impl Fn(&BTreeMap<String, String>) -> bool,
+) {
+    wait_for(
+        &format!("a write of {node}'s status.ipam.used"),
+        DEBOUNCE * 10,
+        || {
+            let used = used(&cluster.cilium_node(node).ok_or("no CiliumNode")?);
+            what(&used).then_some(()).ok_or_else(|| format!("{used:?}"))
+        },
+    );
+}
+
 /// `status.ipam.used` as (ip → owner).
-pub(crate) fn used(node: &Value) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn used(node: &Value) -> BTreeMap<String, String> {
     node["status"]["ipam"]["used"]
         .as_object()
         .into_iter()

@@ -100,25 +100,37 @@ pub(crate) fn writes_are_debounced_coalesced_and_only_when_changed() {
             json!({"10.0.0.7": "do-not-release"}),
             "the rapid writes merge"
         );
-        tokio::time::sleep(DEBOUNCE * 3).await;
-        assert_eq!(renames.count(), 2, "three rapid writes make one file write");
+        // The next write to land is a later, different one: the rapid writes made one.
+        store.write_node(used_write(&[("10.0.0.8", "default/e")]), "");
+        renames.wait_for(3, "the write after the rapid ones").await;
+        assert_eq!(
+            used_in(&path)["10.0.0.8"]["owner"],
+            "default/e",
+            "a write of its own came between the rapid writes and the next one"
+        );
+        assert_eq!(renames.count(), 3, "three rapid writes make one file write");
 
-        // The same content again does not touch the file, neither debounced nor flushed.
+        // The same content again does not touch the file, neither flushed...
         let before = stamp(&path);
-        store.write_node(used_write(&[("10.0.0.6", "default/d")]), "");
+        store.write_node(used_write(&[("10.0.0.8", "default/e")]), "");
         store.write_node(release_write("10.0.0.7", ReleaseState::DoNotRelease), "");
-        tokio::time::sleep(DEBOUNCE * 3).await;
-        store.write_node(used_write(&[("10.0.0.6", "default/d")]), "");
         store
             .flush()
             .await
             .unwrap_or_else(|e| panic!("flush: {}", report(&e)));
-        tokio::time::sleep(DEBOUNCE * 3).await;
-        assert_eq!(renames.count(), 2, "an unchanged write replaced the file");
+        assert_eq!(renames.count(), 3, "an unchanged write replaced the file");
         assert!(
             stamp(&path) == before,
             "an unchanged write touched the file (mtime, inode or bytes changed)"
         );
+        // ...nor debounced: a change sent two debounce intervals after an unchanged write is
+        // the next file write (an unchanged write of its own would have landed before it).
+        store.write_node(used_write(&[("10.0.0.8", "default/e")]), "");
+        tokio::time::sleep(DEBOUNCE * 2).await;
+        store.write_node(used_write(&[("10.0.0.9", "default/f")]), "");
+        renames.wait_for(4, "the next change").await;
+        assert_eq!(used_in(&path)["10.0.0.9"]["owner"], "default/f");
+        assert_eq!(renames.count(), 4, "an unchanged write replaced the file");
     });
 }
 
