@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use weft_tests::{ThreadNetNs, kube::Verb, require_root};
 
-use super::{Cluster, DEBOUNCE, add, crd_pool, used, wait_for, wait_used};
+use super::{Cluster, DEBOUNCE, add, crd_pool, grow_demand_to_24, used, wait_for, wait_requested};
 
 #[test]
 fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
@@ -180,10 +180,10 @@ fn multi_pool_requested_is_written_and_allocated_cidrs_are_used() {
     let pod = add(&agent, "default", "a");
     let cidr: ipnet::IpNet = "10.99.0.0/27".parse().expect("cidr");
     assert!(cidr.contains(&pod.ips[0]), "{:?}", pod.ips);
-    // The agent keeps what the operator allocated while it uses it: once it has written the
-    // pod's address to `used`, `allocated` is still the operator's.
-    let ip = pod.ips[0].to_string();
-    wait_used(&cluster, "node-c", |used| used.contains_key(&ip));
+    // The agent keeps what the operator allocated while it uses it: its write of the demand
+    // the pods grew leaves `allocated` as the operator wrote it.
+    let _more = grow_demand_to_24(&cluster, &agent, "node-c", 1);
+    wait_requested(&cluster, "node-c", "default", 24);
     let node = cluster.cilium_node("node-c").expect("exists");
     assert_eq!(
         node["spec"]["ipam"]["pools"]["allocated"],
@@ -301,9 +301,20 @@ fn an_invalid_field_from_another_writer_is_reported_and_never_rewritten() {
     cluster.add_pod("default", "b", "node-e");
     let second = add(&agent, "default", "b");
     assert_ne!(first.ips, second.ips);
-    // ...and never rewrites the broken field: its write of b's address leaves it as it is.
-    let ip = second.ips[0].to_string();
-    wait_used(&cluster, "node-e", |used| used.contains_key(&ip));
+    // ...and never rewrites the broken field: when the pods grow its demand, it says it does
+    // not write the part another writer broke, and leaves it as it is.
+    let refusals = |log: &str| {
+        log.matches("not writing a part of CiliumNode that another writer made invalid")
+            .count()
+    };
+    let before = refusals(&agent.log());
+    let _more = grow_demand_to_24(&cluster, &agent, "node-e", 2);
+    wait_for("the agent to refuse its write", DEBOUNCE * 10, || {
+        let now = refusals(&agent.log());
+        (now > before)
+            .then_some(())
+            .ok_or(format!("{now} refusals"))
+    });
     let node = cluster.cilium_node("node-e").expect("exists");
     assert_eq!(node["spec"]["ipam"]["pools"]["allocated"], broken);
     assert!(agent.running(), "{}", agent.log());
@@ -341,10 +352,9 @@ fn a_pod_waiting_for_a_block_of_its_pool_is_requested_at_once() {
             json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
     });
     agent.wait_ready(Duration::from_secs(30));
-    // The start-up's write (the router's address) has landed: the node is quiet.
-    wait_used(&cluster, "node-g", |used| {
-        used.values().any(|o| o == "router")
-    });
+    // The start-up's write (the demand with the router's address) has landed: the node is
+    // quiet.
+    wait_requested(&cluster, "node-g", "default", 16);
 
     cluster.emu.put(json!({
         "apiVersion": "v1", "kind": "Pod",

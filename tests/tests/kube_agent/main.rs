@@ -16,7 +16,7 @@ mod restarts;
 mod static_ip;
 mod two_nodes;
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use serde_json::{Value, json};
 pub(crate) use weft_tests::agent::{Pod, add, del, ips_of, ping};
@@ -142,25 +142,47 @@ pub(crate) fn crd_pool(count: u8) -> Value {
     Value::Object(pool)
 }
 
-/// Wait until `status.ipam.used` of `node` satisfies `what`: the agent's write a test waits
-/// for before it checks what that write kept (instead of sleeping and hoping one happened).
-pub(crate) fn wait_used(
-    cluster: &Cluster,
-    node: &str,
-    what: impl Fn(&BTreeMap<String, String>) -> bool,
-) {
+/// Wait until the agent has written `spec.ipam.pools.requested` of `node` asking for at least
+/// `needed` IPv4 addresses of `pool`: the agent's write a test waits for before it checks what
+/// that write kept (instead of sleeping and hoping one happened).
+pub(crate) fn wait_requested(cluster: &Cluster, node: &str, pool: &str, needed: u64) {
     wait_for(
-        &format!("a write of {node}'s status.ipam.used"),
+        &format!("{node} to request {needed} addresses of pool {pool}"),
         DEBOUNCE * 10,
         || {
-            let used = used(&cluster.cilium_node(node).ok_or("no CiliumNode")?);
-            what(&used).then_some(()).ok_or_else(|| format!("{used:?}"))
+            let node = cluster.cilium_node(node).ok_or("no CiliumNode")?;
+            let requested = &node["spec"]["ipam"]["pools"]["requested"];
+            requested
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["pool"] == pool && r["needed"]["ipv4-addrs"].as_u64() >= Some(needed))
+                .then_some(())
+                .ok_or_else(|| requested.to_string())
         },
     );
 }
 
+/// Wire pods `pad-<n>` on `node` (in namespace `default`) until the node uses 9 addresses
+/// with the router's and its `used` others: with a pre-allocation of 8 its demand then grows
+/// from 16 to 24, which the agent wants to write.
+pub(crate) fn grow_demand_to_24(
+    cluster: &Cluster,
+    agent: &Agent,
+    node: &str,
+    used: usize,
+) -> Vec<Pod> {
+    (used + 1..9)
+        .map(|i| {
+            let name = format!("pad-{i}");
+            cluster.add_pod("default", &name, node);
+            add(agent, "default", &name)
+        })
+        .collect()
+}
+
 /// `status.ipam.used` as (ip → owner).
-pub(crate) fn used(node: &Value) -> BTreeMap<String, String> {
+pub(crate) fn used(node: &Value) -> std::collections::BTreeMap<String, String> {
     node["status"]["ipam"]["used"]
         .as_object()
         .into_iter()
