@@ -403,3 +403,10 @@ pub fn wait_for(
     }
     panic!("timed out after {timeout:?} waiting for {what}; last state: {last}");
 }
+
+/// [`wait_for`] a condition that has no state worth reporting.
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> bool) {
+    wait_for(what, timeout, || {
+        check().then_some(()).ok_or_else(|| "not yet".to_owned())
+    });
+}

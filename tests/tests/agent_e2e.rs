@@ -7,7 +7,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use ipnet::IpNet;
@@ -15,24 +15,13 @@ use serde_json::Value;
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
     agent::{Agent, Pod, add, cni_call_as, example_store, ips_of, ping},
-    require_root,
+    require_root, wait_until,
 };
 
 fn pod_doc(ns: &str, name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  nodeName: node1\n"
     )
-}
-
-fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[test]
@@ -124,21 +113,25 @@ fn twenty_pods_in_two_pools_survive_an_agent_sigkill() {
     assert!(failures.is_empty(), "unreachable: {failures:?}");
 
     // After one debounce the demand written back counts exactly the live pods (+ router).
-    wait_for("requested to reflect 10 pods per pool", || {
-        let doc = agent.node_doc();
-        let requested = &doc["spec"]["ipam"]["pools"]["requested"];
-        let needed = |pool: &str| {
-            requested
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|r| r["pool"] == pool)
-                .map(|r| r["needed"]["ipv4-addrs"].clone())
-        };
-        // default: 10 pods + router = 11 in use, pre-allocation 8 → ceil((11+8)/8)*8 = 24;
-        // mars: 10 in use → ceil((10+8)/8)*8 = 24.
-        needed("default") == Some(Value::from(24)) && needed("mars") == Some(Value::from(24))
-    });
+    wait_until(
+        "requested to reflect 10 pods per pool",
+        Duration::from_secs(10),
+        || {
+            let doc = agent.node_doc();
+            let requested = &doc["spec"]["ipam"]["pools"]["requested"];
+            let needed = |pool: &str| {
+                requested
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["pool"] == pool)
+                    .map(|r| r["needed"]["ipv4-addrs"].clone())
+            };
+            // default: 10 pods + router = 11 in use, pre-allocation 8 → ceil((11+8)/8)*8 = 24;
+            // mars: 10 in use → ceil((10+8)/8)*8 = 24.
+            needed("default") == Some(Value::from(24)) && needed("mars") == Some(Value::from(24))
+        },
+    );
 }
 
 fn crd_store_agent(addresses: u8) -> Agent {
@@ -203,8 +196,9 @@ fn crd_mode_status_used_equals_the_live_pods_after_a_restart() {
         .iter()
         .flat_map(|p| p.ips.iter().map(ToString::to_string))
         .collect();
-    wait_for(
+    wait_until(
         "status.ipam.used to equal the live pods plus the router",
+        Duration::from_secs(10),
         || {
             let used = used(&agent);
             let pods_used: BTreeSet<String> = used
@@ -432,9 +426,11 @@ fn multi_pool_errors_are_ciliums() {
     );
     // Neither failure left an address behind: a normal pod still gets one and DELs cleanly.
     agent.put_doc("pods/default/ok.yaml", &pod_doc("default", "ok"));
-    wait_for("the store to see pod default/ok", || {
-        agent.cni("ADD", "ctr-ok", &path, ("default", "ok")).code == 0
-    });
+    wait_until(
+        "the store to see pod default/ok",
+        Duration::from_secs(10),
+        || agent.cni("ADD", "ctr-ok", &path, ("default", "ok")).code == 0,
+    );
 }
 
 #[test]

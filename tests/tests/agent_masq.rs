@@ -14,7 +14,7 @@ use std::{
     net::{IpAddr, SocketAddr},
     path::PathBuf,
     process::Command,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use ipnet::IpNet;
@@ -24,7 +24,7 @@ use weft_tests::{
     agent::{Agent, example_store},
     bin_path,
     external::{EXT_IP6, External, NODE_DEV, NODE_IP, NODE_IP6},
-    require_root, run, unique,
+    require_root, run, unique, wait_until,
 };
 
 struct Pod {
@@ -75,17 +75,6 @@ fn row<'a>(rows: &'a [Value], key: &str, value: &str) -> Option<&'a Value> {
     rows.iter().find(|r| r[key] == value)
 }
 
-fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("timed out waiting for {what}");
-}
-
 /// The IPCache (world, host, pod identities), the native device and the NAT entries of `web`
 /// as `weft-agent bpf … list` prints them.
 fn assert_maps_programmed(agent: &Agent, web: &Pod) {
@@ -104,12 +93,16 @@ fn assert_maps_programmed(agent: &Agent, web: &Pod) {
         "CiliumNode address is host"
     );
     // The pod starts at `init` (5) and gets its label set's identity (≥ 256) once resolved.
-    wait_for("the pod's identity in the IPCache", || {
-        let rows = bpf_list(agent, "ipcache");
-        row(&rows, "prefix", &format!("{}/32", web.v4))
-            .and_then(|r| r["identity"].as_u64())
-            .is_some_and(|id| id >= 256)
-    });
+    wait_until(
+        "the pod's identity in the IPCache",
+        Duration::from_secs(10),
+        || {
+            let rows = bpf_list(agent, "ipcache");
+            row(&rows, "prefix", &format!("{}/32", web.v4))
+                .and_then(|r| r["identity"].as_u64())
+                .is_some_and(|id| id >= 256)
+        },
+    );
 
     let netdevs = bpf_list(agent, "netdev");
     let dev = row(&netdevs, "ifname", NODE_DEV).expect("wnode listed");
@@ -196,9 +189,11 @@ fn agent_masquerades_per_pool_and_follows_the_ip_masq_agent_file() {
     )
     .expect("write");
     let at = format!("{}:3", file.display());
-    wait_for("the invalid CIDR to be reported", || {
-        agent.log().contains(&at)
-    });
+    wait_until(
+        "the invalid CIDR to be reported",
+        Duration::from_secs(10),
+        || agent.log().contains(&at),
+    );
     assert_eq!(
         bpf_list(&agent, "masq"),
         masq,
@@ -211,7 +206,7 @@ fn agent_masquerades_per_pool_and_follows_the_ip_masq_agent_file() {
         "nonMasqueradeCIDRs:\n  - 44.77.0.0/24\nmasqLinkLocal: true\n",
     )
     .expect("write");
-    wait_for("the new exclusions", || {
+    wait_until("the new exclusions", Duration::from_secs(10), || {
         let cidrs: Vec<Value> = bpf_list(&agent, "masq")
             .iter()
             .map(|r| r["cidr"].clone())
@@ -238,7 +233,7 @@ fn other_nodes_are_cluster_destinations(
     file: &std::path::Path,
 ) {
     std::fs::write(file, "nonMasqueradeCIDRs: []\nmasqLinkLocal: true\n").expect("write");
-    wait_for("no IPv4 exclusions", || {
+    wait_until("no IPv4 exclusions", Duration::from_secs(10), || {
         let cidrs: Vec<Value> = bpf_list(agent, "masq")
             .iter()
             .map(|r| r["cidr"].clone())
@@ -258,7 +253,7 @@ fn other_nodes_are_cluster_destinations(
             .map(|r| (r["identity"].clone(), r["tunnel_endpoint"].clone()));
         (node, pods)
     };
-    wait_for("node2 in the IPCache", || {
+    wait_until("node2 in the IPCache", Duration::from_secs(10), || {
         remote(&bpf_list(agent, "ipcache")).0.is_some()
     });
     assert_eq!(
@@ -272,9 +267,11 @@ fn other_nodes_are_cluster_destinations(
     );
     // node2 leaves: its entries go, and the same destination is the world again.
     std::fs::remove_file(agent.store.join("ciliumnodes/node2.yaml")).expect("remove node2");
-    wait_for("node2 gone from the IPCache", || {
-        remote(&bpf_list(agent, "ipcache")) == (None, None)
-    });
+    wait_until(
+        "node2 gone from the IPCache",
+        Duration::from_secs(10),
+        || remote(&bpf_list(agent, "ipcache")) == (None, None),
+    );
     assert_eq!(ext.tcp_peer(&web.netns.path(), 7205), IpAddr::V4(NODE_IP));
 }
 

@@ -33,7 +33,7 @@ use weft_tests::{
     containerd::{
         Container, Containerd, PluginTrace, pinned_counters, pinned_endpoints, pinned_ifaces,
     },
-    run,
+    run, wait_until,
 };
 
 const FLAGS: [&str; 8] = [
@@ -53,14 +53,6 @@ const LANDER: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: lander\n  na
 
 const DEFAULT_POOL: [&str; 2] = ["10.200.0.0/27", "fd00:200::/123"];
 const MARS_POOL: [&str; 2] = ["10.201.0.0/28", "fd00:201::/124"];
-
-fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// MAC of a link in the calling thread's (node) namespace, `None` if there is no such link.
 fn link_mac(name: &str) -> Option<String> {
@@ -372,7 +364,7 @@ fn containerd_runs_pods_on_weft() {
     );
 
     // Pool mars now has 2 addresses in use: demand ceil((2 + 4) / 4) * 4 = 8.
-    wait_for("mars demand for 2 pods", || {
+    wait_until("mars demand for 2 pods", Duration::from_secs(15), || {
         needed_v4(&agent, "mars") == Some(8)
     });
 
@@ -396,7 +388,7 @@ fn containerd_runs_pods_on_weft() {
         kill_and_check_del(&ctrd, &agent, c, addrs);
     }
     // The addresses went back: mars demand returns to the pre-allocation alone.
-    wait_for("mars demand back to 4", || {
+    wait_until("mars demand back to 4", Duration::from_secs(15), || {
         needed_v4(&agent, "mars") == Some(4)
     });
     check_nothing_left(&ctrd, &agent);

@@ -41,7 +41,7 @@ use weft_tests::{
     },
     kube::Emulator,
     operator::Operator,
-    require_root, run, unique,
+    require_root, run, unique, wait_until,
 };
 
 /// The containerd namespace the kubelet's CRI uses.
@@ -73,14 +73,6 @@ fn archive() -> PathBuf {
         file.display()
     );
     file
-}
-
-fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// `ctr`'s mount namespace (where the hostPaths are) and the node's network namespace.
@@ -288,7 +280,7 @@ fn the_daemonset_runs_weft_from_the_image_with_its_own_privileges_and_mounts() {
     pods_ping(&ctrd, &netns, &conflist, &log);
 
     run(ctrd.ctr(NAMESPACE).args(["task", "kill", "weft-agent"]));
-    wait_for(
+    wait_until(
         "the agent to stop on SIGTERM",
         Duration::from_secs(30),
         || ctrd.task_status(NAMESPACE, "weft-agent").as_deref() == Some("STOPPED"),
@@ -410,7 +402,7 @@ fn wait_ready(ctrd: &Containerd, agent: &Value, log: &Path, operator: &Operator)
         probe["port"]
     );
     let path = probe["path"].as_str().expect("probe path");
-    wait_for(
+    wait_until(
         "the agent's readiness probe",
         Duration::from_mins(1),
         || {
