@@ -217,7 +217,12 @@ fn sigkill_inside_add_map_update_and_status_write_loses_and_duplicates_nothing()
     let _node = ThreadNetNs::new();
     let cluster = Cluster::start();
     let mut agent = crd_agent(&cluster, "node-k", 64, None);
-    let seed = fastrand::u64(..);
+    // Replay a failed run with the seed its output names.
+    let seed = std::env::var("WEFT_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    eprintln!("seed {seed} (replay with WEFT_TEST_SEED={seed})");
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut live: Vec<Pod> = (0..4)
         .map(|i| add(&agent, "web", &format!("k{i}")))

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use weft_tests::{ThreadNetNs, require_root};
+use weft_tests::{ThreadNetNs, containerd::pinned_counters, require_root};
 
 use super::{Pod, add, ping, two_nodes::two_nodes, wait_for};
 
@@ -93,8 +93,17 @@ fn rolling_agent_restarts_under_a_10ms_ping_lose_nothing() {
             .then_some(())
             .ok_or_else(|| "no answer".to_owned())
     });
+    let before = pinned_counters(&nodes.a2.pin_dir);
     let mut same_node = Pinger::start(&pb, pc.ips[0], COUNT);
     let mut other_node = Pinger::start(&pb, pa.ips[0], COUNT);
+    // The pings are under way before the first restart (and still running after the last,
+    // checked below): every restart falls inside them.
+    wait_for("the pings to be under way", Duration::from_secs(10), || {
+        let moved = pinned_counters(&nodes.a2.pin_dir)["redirect_local"] - before["redirect_local"];
+        (moved >= 20)
+            .then_some(())
+            .ok_or_else(|| format!("{moved} packets redirected pod to pod"))
+    });
     let started = Instant::now();
     let (mut terms, mut kills) = (0, 0);
     // Restart both agents, alternately SIGTERM and SIGKILL, for most of the ping's 20 s.
