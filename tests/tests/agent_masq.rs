@@ -340,3 +340,55 @@ fn agent_masquerades_ipv6_when_enabled() {
         drop(agent);
     }
 }
+
+/// `--only-masquerade-default-pool`: a pod of a pool that does not skip masquerading keeps its
+/// address when the flag is set, and is masqueraded when it is not (the same store, so the flag
+/// is what decides).
+#[test]
+fn only_masquerade_default_pool_keeps_other_pools_addresses() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let ext = External::new(&["10.200.0.0/16", "10.201.0.0/16"]);
+    let mars = std::fs::read_to_string(example_store().join("ciliumpodippools/mars.yaml"))
+        .expect("mars pool")
+        .replace(
+            "ipam.cilium.io/skip-masquerade: \"true\"",
+            "example.com/owner: mars",
+        );
+    for (only_default, port) in [(false, 7300), (true, 7301)] {
+        let mut agent = Agent::new(
+            &example_store(),
+            &[
+                "--ipam",
+                "multi-pool",
+                "--ipam-multi-pool-pre-allocation",
+                "default=8,mars=4",
+                "--enable-bpf-masquerade",
+                "true",
+                "--devices",
+                NODE_DEV,
+                "--only-masquerade-default-pool",
+                if only_default { "true" } else { "false" },
+            ],
+        );
+        agent.put_doc("ciliumpodippools/mars.yaml", &mars);
+        agent.start();
+        let web = add(&agent, "default", "web");
+        let rover = add(&agent, "mars", "rover");
+        assert_eq!(
+            ext.tcp_peer(&web.netns.path(), port),
+            IpAddr::V4(NODE_IP),
+            "only-masquerade-default-pool={only_default}: the default pool is masqueraded"
+        );
+        let want = if only_default {
+            rover.v4
+        } else {
+            IpAddr::V4(NODE_IP)
+        };
+        assert_eq!(
+            ext.tcp_peer(&rover.netns.path(), port + 100),
+            want,
+            "only-masquerade-default-pool={only_default}: pool mars (no skip-masquerade)"
+        );
+    }
+}
