@@ -155,9 +155,9 @@ mod tests {
     fn pool_ids_are_stable_across_builds() {
         use super::pool_id;
         assert_eq!(pool_id("default", "default"), 0);
-        assert_eq!(pool_id("blue", "default"), 2197550541);
-        assert_eq!(pool_id("mars", "default"), 3749382760);
-        assert_eq!(pool_id("default", "blue"), 2470140894);
+        assert_eq!(pool_id("blue", "default"), 2_197_550_541);
+        assert_eq!(pool_id("mars", "default"), 3_749_382_760);
+        assert_eq!(pool_id("default", "blue"), 2_470_140_894);
     }
 
     #[test]
