@@ -1,6 +1,6 @@
 //! `weft-agent`: parse the command line, set up logging, run the command.
 
-use std::net::IpAddr;
+use std::{io::IsTerminal as _, net::IpAddr};
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
@@ -26,6 +26,8 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a log file or `kubectl logs` gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -259,6 +259,7 @@ impl Daemon {
         };
         endpoint.set_source(Arc::clone(&daemon) as Arc<dyn Refresh>);
         let listener = server::bind(&daemon.opts.socket)?;
+        let socket = server::SocketFile::new(&daemon.opts.socket);
         tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
         tokio::spawn(identities::run(Arc::clone(&daemon)));
         daemon.endpoints_changed.notify_one();
@@ -292,6 +293,8 @@ impl Daemon {
             let snapshot = snapshots.borrow_and_update().clone();
             daemon.sync(snapshot).await;
         }
+        // No socket once shutting down: the plugin queues DELs instead of finding a stale one.
+        drop(socket);
         info!("shutting down; pinned datapath and endpoint records stay for the next start");
         if let Some(store) = &kube {
             store.close();
