@@ -1,9 +1,12 @@
 //! Agent configuration in Cilium's vocabulary: the keys of the `cilium-config` ConfigMap
 //! (`ipam`, `ipam-default-ip-pool`, `enable-ipv6`, …), read from a directory of one file per
-//! key (a mounted ConfigMap) or a YAML/JSON map, overridden per node by CiliumNodeConfig
-//! defaults, and by command-line flags of the same names. Pure: callers do the reading.
+//! key (a mounted ConfigMap) or a YAML/JSON map ([`file`]), overridden per node by
+//! CiliumNodeConfig defaults, and by command-line flags of the same names. Keys weft does not
+//! read are reported by [`keys`]. Pure but for [`file`], which reads the files.
 
 mod cluster_pool;
+pub mod file;
+pub mod keys;
 pub mod reference;
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
@@ -13,8 +16,8 @@ use weft_operator::ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
-/// The keys weft understands (others in a shared cilium-config are ignored). Each has its
-/// documentation in [`reference::REFERENCE`].
+/// The keys weft understands (others in a shared cilium-config are ignored, and listed in one
+/// warning by [`keys::warn_unknown`]). Each has its documentation in [`reference::REFERENCE`].
 pub const KEYS: [&str; 38] = [
     "ipam",
     "ipam-default-ip-pool",
@@ -195,7 +198,8 @@ pub struct ConfigError {
 
 impl AgentConfig {
     /// Resolve from layers of key/value maps, later layers winning (e.g. config file, then
-    /// CiliumNodeConfig defaults, then flags). Unknown keys are ignored.
+    /// CiliumNodeConfig defaults, then flags). Unknown keys are ignored here (the caller
+    /// reports them with [`keys::warn_unknown`]).
     ///
     /// # Errors
     /// A known key has a value of the wrong form; the error names the key and the fix.
@@ -220,6 +224,9 @@ impl AgentConfig {
                     config.ipam = value
                         .parse()
                         .map_err(|e: crate::ipam::mode::ModeError| bad(&e.to_string()))?;
+                    if config.ipam == IpamMode::DelegatedPlugin {
+                        return Err(bad(&delegated_refused()));
+                    }
                 }
                 "ipam-default-ip-pool" if !value.is_empty() => {
                     value.clone_into(&mut config.default_pool);
@@ -278,6 +285,21 @@ impl AgentConfig {
         }
         Ok(config)
     }
+}
+
+/// What `ipam: delegated-plugin` gets: the modes weft runs instead. weft's plugin does not
+/// delegate IPAM to another CNI plugin, so the agent would answer every ADD with an error.
+fn delegated_refused() -> String {
+    let modes: Vec<&str> = IpamMode::ALL
+        .iter()
+        .filter(|mode| **mode != IpamMode::DelegatedPlugin)
+        .map(|mode| mode.as_str())
+        .collect();
+    format!(
+        "one of the modes weft runs: {} (weft-cni does not delegate IPAM to another CNI plugin, \
+         so Cilium's delegated-plugin is not supported)",
+        modes.join(", ")
+    )
 }
 
 /// The masquerade keys; unknown keys are ignored.
@@ -491,6 +513,23 @@ mod tests {
         assert!(e.to_string().contains("Unknown IPAM backend magic"), "{e}");
         let e = AgentConfig::resolve([&layer(&[("enable-ipv4", "false")])]).expect_err("none");
         assert!(e.to_string().contains("at least one"), "{e}");
+    }
+
+    #[test]
+    fn delegated_plugin_is_refused_naming_the_modes_weft_runs() {
+        let e = AgentConfig::resolve([&layer(&[("ipam", "delegated-plugin")])])
+            .expect_err("weft does not delegate IPAM");
+        let text = e.to_string();
+        assert!(
+            text.contains("for ipam") && text.contains("\"delegated-plugin\""),
+            "{text}"
+        );
+        for mode in IpamMode::ALL
+            .iter()
+            .filter(|m| **m != IpamMode::DelegatedPlugin)
+        {
+            assert!(text.contains(mode.as_str()), "{mode} is not named: {text}");
+        }
     }
 
     #[test]

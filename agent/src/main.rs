@@ -192,43 +192,8 @@ async fn shutdown_signal() {
 
 /// The config file or directory layer (`--config` / `--config-dir`).
 fn config_file(args: &ConfigArgs) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut map = BTreeMap::new();
-    if let Some(dir) = &args.config_dir {
-        for entry in std::fs::read_dir(dir)
-            .with_context(|| format!("reading --config-dir {}", dir.display()))?
-        {
-            let path = entry?.path();
-            let Some(key) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            // ConfigMap mounts carry ..data links and hidden files; keys are plain names.
-            if key.starts_with('.') || !path.is_file() {
-                continue;
-            }
-            let value = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            map.insert(key.to_owned(), value.trim().to_owned());
-        }
-    }
-    if let Some(file) = &args.config {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading --config {}", file.display()))?;
-        let parsed: BTreeMap<String, serde_json::Value> = serde_norway::from_str(&text)
-            .with_context(|| {
-                format!(
-                    "{} is not a YAML/JSON map of cilium-config keys",
-                    file.display()
-                )
-            })?;
-        for (k, v) in parsed {
-            let v = match v {
-                serde_json::Value::String(s) => s,
-                other => other.to_string(),
-            };
-            map.insert(k, v);
-        }
-    }
-    Ok(map)
+    weft_agent::config::file::load(args.config_dir.as_deref(), args.config.as_deref())
+        .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))
 }
 
 async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {
