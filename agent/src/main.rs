@@ -64,7 +64,7 @@ fn status(socket: &std::path::Path, output: Output) -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = DatapathConfig {
-        pin_dir: cli.pin_dir,
+        pin_dir: cli.pin_dir(),
         attach_mode: cli.attach_mode.into(),
     };
     match cli.command {
@@ -77,7 +77,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let opts = DaemonOptions {
-                node_name: args.node_name,
+                node_name: weft_agent::cli::node_name(args.node_name)?,
                 store: match args.store {
                     Some(dir) => StoreSource::Embedded(dir),
                     None => StoreSource::Kubernetes {
@@ -104,7 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }) => {
             let plan = weft_agent::simulate::plan(
                 &store,
-                &node_name,
+                &weft_agent::cli::node_name(node_name)?,
                 &config_file(&config)?,
                 &config.flags(),
             )
