@@ -202,8 +202,20 @@ impl AgentConfig {
     /// reports them with [`keys::warn_unknown`]).
     ///
     /// # Errors
-    /// A known key has a value of the wrong form; the error names the key and the fix.
+    /// A known key has a value of the wrong form, or two keys contradict each other; the
+    /// error names the key and the fix.
     pub fn resolve<'a>(
+        layers: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+    ) -> Result<Self, ConfigError> {
+        Self::resolve_values(layers)?.checked()
+    }
+
+    /// [`Self::resolve`] without the checks across keys: what can be refused before every
+    /// layer is known (a CiliumNodeConfig may still complete, e.g., `enable-ipv6`).
+    ///
+    /// # Errors
+    /// A known key has a value of the wrong form; the error names the key and the fix.
+    pub fn resolve_values<'a>(
         layers: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
     ) -> Result<Self, ConfigError> {
         let mut merged = BTreeMap::new();
@@ -267,6 +279,12 @@ impl AgentConfig {
         }
         config.cluster_pool.ipv4.enabled = config.enable_ipv4;
         config.cluster_pool.ipv6.enabled = config.enable_ipv6;
+        Ok(config)
+    }
+
+    /// The checks across keys.
+    fn checked(self) -> Result<Self, ConfigError> {
+        let config = self;
         if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
             return Err(ConfigError {
                 key: "only-masquerade-default-pool".into(),
@@ -513,6 +531,14 @@ mod tests {
         assert!(e.to_string().contains("Unknown IPAM backend magic"), "{e}");
         let e = AgentConfig::resolve([&layer(&[("enable-ipv4", "false")])]).expect_err("none");
         assert!(e.to_string().contains("at least one"), "{e}");
+        // Before CiliumNodeConfig is read, only each value is checked.
+        let file = layer(&[("enable-ipv4", "false")]);
+        AgentConfig::resolve_values([&file]).expect("another layer may enable IPv6");
+        let node = layer(&[("enable-ipv6", "true")]);
+        AgentConfig::resolve([&file, &node]).expect("IPv6 only");
+        let e = AgentConfig::resolve_values([&layer(&[("enable-ipv6", "maybe")])])
+            .expect_err("bad value");
+        assert!(e.to_string().contains("enable-ipv6"), "{e}");
     }
 
     #[test]

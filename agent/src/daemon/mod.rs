@@ -236,9 +236,9 @@ impl Daemon {
         opts: DaemonOptions,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), DaemonError> {
-        // A bad value stops the agent before it says it serves anything (CiliumNodeConfig
-        // defaults are checked again once the store is read).
-        AgentConfig::resolve([&opts.config_file, &opts.config_flags])?;
+        // A bad value stops the agent before it says it serves anything; the checks across
+        // keys wait for this node's CiliumNodeConfig defaults (read with the store).
+        AgentConfig::resolve_values([&opts.config_file, &opts.config_flags])?;
         let mut shutdown = std::pin::pin!(shutdown);
         let ready = Readiness::default();
         let metrics = Arc::new(Metrics::new(&opts.node_name));
