@@ -10,6 +10,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::datapath::{AttachMode, DEFAULT_PIN_DIR};
 
+/// The directory under Cilium's `--bpf-root` that weft pins in.
+pub const PIN_DIR_NAME: &str = "weft";
+
 /// The agent's state directory unless `--state-dir` says otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/var/run/weft";
 /// Where container runtimes look for CNI plugins by default.
@@ -24,6 +27,10 @@ pub struct Cli {
     /// bpffs directory for weft's pinned maps and tc links.
     #[arg(long, env = "WEFT_PIN_DIR", default_value = DEFAULT_PIN_DIR, global = true)]
     pub pin_dir: PathBuf,
+    /// Cilium's flag: the bpffs mount; weft then pins in its `weft` directory (the same as
+    /// `--pin-dir BPF_ROOT/weft`).
+    #[arg(long, global = true, conflicts_with = "pin_dir")]
+    pub bpf_root: Option<PathBuf>,
     /// How to attach tc programs: TCX links (kernel 6.6+), legacy netlink filters, or auto.
     #[arg(long, env = "WEFT_ATTACH_MODE", value_enum, default_value_t = AttachArg::Auto, global = true)]
     pub attach_mode: AttachArg,
@@ -31,6 +38,50 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+impl Cli {
+    /// The pin directory: `--pin-dir`, or `weft` under Cilium's `--bpf-root`.
+    #[must_use]
+    pub fn pin_dir(&self) -> PathBuf {
+        self.bpf_root
+            .as_ref()
+            .map_or_else(|| self.pin_dir.clone(), |root| root.join(PIN_DIR_NAME))
+    }
+}
+
+/// Why the command line cannot be used (what clap cannot check).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Neither `--node-name`, `NODE_NAME` nor `K8S_NODE_NAME` gives the node's name.
+    #[error(
+        "no node name: pass --node-name, or set NODE_NAME (or Cilium's K8S_NODE_NAME) to this \
+         node's name (a DaemonSet sets it from spec.nodeName)"
+    )]
+    NoNodeName,
+}
+
+/// The node's name: `--node-name` (or `NODE_NAME`), else Cilium's `K8S_NODE_NAME`.
+///
+/// # Errors
+/// None of them is set (or they are empty).
+pub fn node_name(given: Option<String>) -> Result<String, CliError> {
+    node_name_from(given, std::env::var(K8S_NODE_NAME).ok())
+}
+
+/// [`node_name`] with `K8S_NODE_NAME`'s value given.
+///
+/// # Errors
+/// Both are unset or empty.
+pub fn node_name_from(given: Option<String>, k8s: Option<String>) -> Result<String, CliError> {
+    given
+        .into_iter()
+        .chain(k8s)
+        .find(|name| !name.is_empty())
+        .ok_or(CliError::NoNodeName)
+}
+
+/// Cilium's environment variable for the node's name.
+pub const K8S_NODE_NAME: &str = "K8S_NODE_NAME";
 
 /// `--attach-mode` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -90,16 +141,21 @@ pub enum Command {
 /// Arguments of `weft-agent run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// This node's name (the CiliumNode to use).
+    /// This node's name (the CiliumNode to use); without it, Cilium's `K8S_NODE_NAME`.
     #[arg(long, env = "NODE_NAME")]
-    pub node_name: String,
+    pub node_name: Option<String>,
     /// Single-host store directory (`<plural>/[<namespace>/]<name>.yaml` documents) instead of
     /// the Kubernetes API.
     #[arg(long, env = "WEFT_STORE")]
     pub store: Option<PathBuf>,
     /// Kubeconfig for the Kubernetes API (default: KUBECONFIG, ~/.kube/config, or the
     /// in-cluster service account).
-    #[arg(long, env = "KUBECONFIG", conflicts_with = "store")]
+    #[arg(
+        long,
+        env = "KUBECONFIG",
+        conflicts_with = "store",
+        visible_alias = "k8s-kubeconfig-path"
+    )]
     pub kubeconfig: Option<PathBuf>,
     /// Serve `/healthz`, `/readyz` (and `/metrics`, unless --prometheus-serve-addr is given)
     /// here (port 0: any free port, logged).
@@ -113,7 +169,12 @@ pub struct RunArgs {
     #[arg(long, env = "WEFT_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
     /// Unix socket for `weft-cni` (root-only).
-    #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
+    #[arg(
+        long,
+        env = "WEFT_SOCK",
+        default_value = crate::cni::proto::DEFAULT_SOCKET,
+        visible_alias = "socket-path"
+    )]
     pub socket: PathBuf,
     /// Where `weft-cni` queues DELs while the agent is down.
     #[arg(long, default_value = crate::cni::proto::DEFAULT_DELETE_QUEUE)]
@@ -138,16 +199,17 @@ pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
 }
 
 /// cilium-config keys: a directory of one file per key or a YAML/JSON map, and the same keys
-/// as flags (flags win).
+/// as flags (flags win). A boolean flag alone means true, as in Cilium (`--enable-ipv6`);
+/// `--enable-ipv6=false` and `--enable-ipv6 false` set it.
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
     /// Directory with one file per key (a mounted ConfigMap).
     #[arg(long, env = "WEFT_CONFIG_DIR")]
     pub config_dir: Option<PathBuf>,
-    /// A YAML or JSON map of keys.
+    /// A YAML or JSON map of keys, or the cilium-config ConfigMap manifest (its `data` is used).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud, delegated-plugin.
+    /// IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud.
     #[arg(long)]
     pub ipam: Option<String>,
     /// Default pool name.
@@ -157,34 +219,34 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub ipam_multi_pool_pre_allocation: Option<String>,
     /// Allocate IPv4 addresses.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_ipv4: Option<String>,
     /// Allocate IPv6 addresses.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_ipv6: Option<String>,
     /// Debounce of CiliumNode writes (Go duration, default 15s).
     #[arg(long)]
     pub ipam_cilium_node_update_rate: Option<String>,
     /// Health checking (the CRD allocator then waits for 2 addresses).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_health_checking: Option<String>,
     /// Skip masquerading for every pool but the default one (needs --enable-bpf-masquerade).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub only_masquerade_default_pool: Option<String>,
     /// Masquerade pod traffic leaving through the native devices in eBPF.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_bpf_masquerade: Option<String>,
     /// Masquerade IPv4 pod traffic (default true).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_ipv4_masquerade: Option<String>,
     /// Masquerade IPv6 pod traffic (default true; needs --enable-ipv6).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_ipv6_masquerade: Option<String>,
     /// Native devices, comma-separated (default: the device of the IPv4, else IPv6, default route).
     #[arg(long)]
     pub devices: Option<String>,
     /// Read non-masquerade CIDRs from the ip-masq-agent configuration file.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub enable_ip_masq_agent: Option<String>,
     /// The ip-masq-agent configuration file (YAML or JSON).
     #[arg(long)]
@@ -196,13 +258,13 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub ipv6_native_routing_cidr: Option<String>,
     /// Route other nodes' pod CIDRs via their addresses (nodes share an L2 network).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub auto_direct_node_routes: Option<String>,
     /// Cluster name, part of every pod's security labels (default `default`).
     #[arg(long)]
     pub cluster_name: Option<String>,
     /// Create the own CiliumNode when missing (Kubernetes; default true).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub auto_create_cilium_node_resource: Option<String>,
     /// `spec.ipam.min-allocate` to seed (crd, eni, azure, alibabacloud).
     #[arg(long)]
@@ -306,9 +368,9 @@ pub enum IpamCommand {
         /// Embedded store directory.
         #[arg(long)]
         store: PathBuf,
-        /// The node to plan for.
+        /// The node to plan for; without it, Cilium's `K8S_NODE_NAME`.
         #[arg(long, env = "NODE_NAME")]
-        node_name: String,
+        node_name: Option<String>,
         /// Configuration keys.
         #[command(flatten)]
         config: ConfigArgs,
@@ -458,7 +520,12 @@ pub struct CleanupArgs {
     #[arg(long, env = "WEFT_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
     /// The agent's socket.
-    #[arg(long, env = "WEFT_SOCK", default_value = crate::cni::proto::DEFAULT_SOCKET)]
+    #[arg(
+        long,
+        env = "WEFT_SOCK",
+        default_value = crate::cni::proto::DEFAULT_SOCKET,
+        visible_alias = "socket-path"
+    )]
     pub socket: PathBuf,
     /// Where `weft-cni` queues DELs while the agent is down.
     #[arg(long, default_value = crate::cni::proto::DEFAULT_DELETE_QUEUE)]
@@ -472,24 +539,4 @@ pub struct CleanupArgs {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::parse_listen_addr;
-
-    #[test]
-    fn listen_addresses_take_cilium_s_port_only_form() {
-        assert_eq!(
-            parse_listen_addr(":9962").expect("port only"),
-            "0.0.0.0:9962".parse().expect("addr")
-        );
-        assert_eq!(
-            parse_listen_addr("127.0.0.1:9090").expect("host:port"),
-            "127.0.0.1:9090".parse().expect("addr")
-        );
-        assert_eq!(
-            parse_listen_addr("[::1]:9962").expect("IPv6"),
-            "[::1]:9962".parse().expect("addr")
-        );
-        let error = parse_listen_addr("9962").expect_err("no colon");
-        assert!(error.contains("host:port or :port"), "{error}");
-    }
-}
+mod tests;

@@ -1,9 +1,12 @@
 //! Agent configuration in Cilium's vocabulary: the keys of the `cilium-config` ConfigMap
 //! (`ipam`, `ipam-default-ip-pool`, `enable-ipv6`, …), read from a directory of one file per
-//! key (a mounted ConfigMap) or a YAML/JSON map, overridden per node by CiliumNodeConfig
-//! defaults, and by command-line flags of the same names. Pure: callers do the reading.
+//! key (a mounted ConfigMap) or a YAML/JSON map ([`file`]), overridden per node by
+//! CiliumNodeConfig defaults, and by command-line flags of the same names. Keys weft does not
+//! read are reported by [`keys`]. Pure but for [`file`], which reads the files.
 
 mod cluster_pool;
+pub mod file;
+pub mod keys;
 pub mod reference;
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
@@ -13,8 +16,8 @@ use weft_operator::ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
-/// The keys weft understands (others in a shared cilium-config are ignored). Each has its
-/// documentation in [`reference::REFERENCE`].
+/// The keys weft understands (others in a shared cilium-config are ignored, and listed in one
+/// warning by [`keys::warn_unknown`]). Each has its documentation in [`reference::REFERENCE`].
 pub const KEYS: [&str; 38] = [
     "ipam",
     "ipam-default-ip-pool",
@@ -195,11 +198,24 @@ pub struct ConfigError {
 
 impl AgentConfig {
     /// Resolve from layers of key/value maps, later layers winning (e.g. config file, then
-    /// CiliumNodeConfig defaults, then flags). Unknown keys are ignored.
+    /// CiliumNodeConfig defaults, then flags). Unknown keys are ignored here (the caller
+    /// reports them with [`keys::warn_unknown`]).
+    ///
+    /// # Errors
+    /// A known key has a value of the wrong form, or two keys contradict each other; the
+    /// error names the key and the fix.
+    pub fn resolve<'a>(
+        layers: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+    ) -> Result<Self, ConfigError> {
+        Self::resolve_values(layers)?.checked()
+    }
+
+    /// [`Self::resolve`] without the checks across keys: what can be refused before every
+    /// layer is known (a CiliumNodeConfig may still complete, e.g., `enable-ipv6`).
     ///
     /// # Errors
     /// A known key has a value of the wrong form; the error names the key and the fix.
-    pub fn resolve<'a>(
+    pub fn resolve_values<'a>(
         layers: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
     ) -> Result<Self, ConfigError> {
         let mut merged = BTreeMap::new();
@@ -220,6 +236,9 @@ impl AgentConfig {
                     config.ipam = value
                         .parse()
                         .map_err(|e: crate::ipam::mode::ModeError| bad(&e.to_string()))?;
+                    if config.ipam == IpamMode::DelegatedPlugin {
+                        return Err(bad(&delegated_refused()));
+                    }
                 }
                 "ipam-default-ip-pool" if !value.is_empty() => {
                     value.clone_into(&mut config.default_pool);
@@ -260,6 +279,12 @@ impl AgentConfig {
         }
         config.cluster_pool.ipv4.enabled = config.enable_ipv4;
         config.cluster_pool.ipv6.enabled = config.enable_ipv6;
+        Ok(config)
+    }
+
+    /// The checks across keys.
+    fn checked(self) -> Result<Self, ConfigError> {
+        let config = self;
         if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
             return Err(ConfigError {
                 key: "only-masquerade-default-pool".into(),
@@ -278,6 +303,21 @@ impl AgentConfig {
         }
         Ok(config)
     }
+}
+
+/// What `ipam: delegated-plugin` gets: the modes weft runs instead. weft's plugin does not
+/// delegate IPAM to another CNI plugin, so the agent would answer every ADD with an error.
+fn delegated_refused() -> String {
+    let modes: Vec<&str> = IpamMode::ALL
+        .iter()
+        .filter(|mode| **mode != IpamMode::DelegatedPlugin)
+        .map(|mode| mode.as_str())
+        .collect();
+    format!(
+        "one of the modes weft runs: {} (weft-cni does not delegate IPAM to another CNI plugin, \
+         so Cilium's delegated-plugin is not supported)",
+        modes.join(", ")
+    )
 }
 
 /// The masquerade keys; unknown keys are ignored.
@@ -417,128 +457,4 @@ fn parse_tags(value: &str) -> Option<BTreeMap<String, String>> {
 pub use weft_k8s::config_values::{parse_bool, parse_duration};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn layer(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    #[test]
-    fn later_layers_win_and_unknown_keys_are_ignored() {
-        let file = layer(&[
-            ("ipam", "multi-pool"),
-            ("enable-ipv6", "true"),
-            ("tunnel", "vxlan"),
-        ]);
-        let node = layer(&[("ipam-default-ip-pool", "dc1")]);
-        let flags = layer(&[("enable-ipv6", "false")]);
-        let c = AgentConfig::resolve([&file, &node, &flags]).expect("valid");
-        assert_eq!(c.ipam.to_string(), "multi-pool");
-        assert_eq!(c.default_pool, "dc1");
-        assert!(!c.enable_ipv6);
-    }
-
-    #[test]
-    fn node_seed_keys() {
-        let c = AgentConfig::resolve([&layer(&[
-            ("auto-create-cilium-node-resource", "false"),
-            ("ipam-min-allocate", "10"),
-            ("ipam-pre-allocate", ""),
-            ("ipam-static-ip-tags", "team=a, env=prod"),
-            ("azure-interface-name", "eth1"),
-        ])])
-        .expect("valid");
-        assert!(!c.node_seed.auto_create);
-        assert_eq!(c.node_seed.min_allocate, 10);
-        assert_eq!(c.node_seed.pre_allocate, 0);
-        assert_eq!(c.node_seed.static_ip_tags.len(), 2);
-        assert_eq!(c.node_seed.static_ip_tags["env"], "prod");
-        assert_eq!(c.node_seed.azure_interface_name, "eth1");
-        assert!(AgentConfig::default().node_seed.auto_create);
-        let c = AgentConfig::resolve([&layer(&[
-            ("eni-subnet-ids", "subnet-a, subnet-b"),
-            ("eni-subnet-tags", "tier=pods"),
-            ("eni-first-interface-index", "1"),
-            ("eni-delete-on-termination", "false"),
-        ])])
-        .expect("valid");
-        assert_eq!(c.node_seed.eni.subnet_ids, ["subnet-a", "subnet-b"]);
-        assert_eq!(c.node_seed.eni.subnet_tags["tier"], "pods");
-        assert_eq!(c.node_seed.eni.first_interface_index, Some(1));
-        assert_eq!(c.node_seed.eni.delete_on_termination, Some(false));
-        let e = AgentConfig::resolve([&layer(&[("eni-use-primary-address", "sure")])])
-            .expect_err("bad");
-        assert!(e.to_string().contains("eni-use-primary-address"), "{e}");
-        let e =
-            AgentConfig::resolve([&layer(&[("ipam-static-ip-tags", "oops")])]).expect_err("bad");
-        assert!(e.to_string().contains("key=value"), "{e}");
-        let e = AgentConfig::resolve([&layer(&[("ipam-max-allocate", "-1")])]).expect_err("bad");
-        assert!(e.to_string().contains("ipam-max-allocate"), "{e}");
-    }
-
-    #[test]
-    fn bad_values_name_the_key_and_the_fix() {
-        let e = AgentConfig::resolve([&layer(&[("enable-ipv6", "maybe")])]).expect_err("bad");
-        assert_eq!(
-            e.to_string(),
-            "invalid value \"maybe\" for enable-ipv6: expected true or false"
-        );
-        let e = AgentConfig::resolve([&layer(&[("ipam", "magic")])]).expect_err("bad");
-        assert!(e.to_string().contains("Unknown IPAM backend magic"), "{e}");
-        let e = AgentConfig::resolve([&layer(&[("enable-ipv4", "false")])]).expect_err("none");
-        assert!(e.to_string().contains("at least one"), "{e}");
-    }
-
-    #[test]
-    fn masquerade_keys() {
-        let c = AgentConfig::resolve([&layer(&[
-            ("enable-bpf-masquerade", "true"),
-            ("devices", "eth0,eth1"),
-            ("enable-ip-masq-agent", "true"),
-            ("ipv4-native-routing-cidr", "10.0.0.0/8"),
-            ("ipv6-native-routing-cidr", "fd00::/100"),
-            ("only-masquerade-default-pool", "true"),
-        ])])
-        .expect("valid");
-        assert!(c.enable_bpf_masquerade && c.enable_ip_masq_agent && c.enable_ipv4_masquerade);
-        assert!(c.enable_ipv6_masquerade, "on by default, as Cilium");
-        assert_eq!(c.devices, ["eth0", "eth1"]);
-        assert_eq!(
-            c.ipv4_native_routing_cidr,
-            Some("10.0.0.0/8".parse().expect("cidr"))
-        );
-        assert_eq!(
-            c.ip_masq_agent_config_path,
-            PathBuf::from(DEFAULT_IP_MASQ_AGENT_CONFIG)
-        );
-        let c =
-            AgentConfig::resolve([&layer(&[("enable-ipv6-masquerade", "false")])]).expect("valid");
-        assert!(!c.enable_ipv6_masquerade && c.enable_ipv4_masquerade);
-        let e = AgentConfig::resolve([&layer(&[("enable-ipv6-masquerade", "sometimes")])])
-            .expect_err("not a bool");
-        assert!(e.to_string().contains("enable-ipv6-masquerade"), "{e}");
-        let e = AgentConfig::resolve([&layer(&[("ipv4-native-routing-cidr", "fd00::/8")])])
-            .expect_err("v6 in the v4 key");
-        assert!(e.to_string().contains("must be an IPv4 CIDR"), "{e}");
-        let e = AgentConfig::resolve([&layer(&[("only-masquerade-default-pool", "true")])])
-            .expect_err("needs bpf masquerade");
-        assert!(
-            e.to_string()
-                .contains("--only-masquerade-default-pool requires --enable-bpf-masquerade"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("15s"), Some(Duration::from_secs(15)));
-        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("5x"), None);
-        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
-    }
-}
+mod tests;

@@ -1,6 +1,6 @@
 //! `weft-agent`: parse the command line, set up logging, run the command.
 
-use std::net::IpAddr;
+use std::{io::IsTerminal as _, net::IpAddr};
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
@@ -26,6 +26,8 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a log file or `kubectl logs` gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -62,7 +64,7 @@ fn status(socket: &std::path::Path, output: Output) -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = DatapathConfig {
-        pin_dir: cli.pin_dir,
+        pin_dir: cli.pin_dir(),
         attach_mode: cli.attach_mode.into(),
     };
     match cli.command {
@@ -75,7 +77,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let opts = DaemonOptions {
-                node_name: args.node_name,
+                node_name: weft_agent::cli::node_name(args.node_name)?,
                 store: match args.store {
                     Some(dir) => StoreSource::Embedded(dir),
                     None => StoreSource::Kubernetes {
@@ -102,7 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }) => {
             let plan = weft_agent::simulate::plan(
                 &store,
-                &node_name,
+                &weft_agent::cli::node_name(node_name)?,
                 &config_file(&config)?,
                 &config.flags(),
             )
@@ -190,43 +192,8 @@ async fn shutdown_signal() {
 
 /// The config file or directory layer (`--config` / `--config-dir`).
 fn config_file(args: &ConfigArgs) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut map = BTreeMap::new();
-    if let Some(dir) = &args.config_dir {
-        for entry in std::fs::read_dir(dir)
-            .with_context(|| format!("reading --config-dir {}", dir.display()))?
-        {
-            let path = entry?.path();
-            let Some(key) = path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            // ConfigMap mounts carry ..data links and hidden files; keys are plain names.
-            if key.starts_with('.') || !path.is_file() {
-                continue;
-            }
-            let value = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            map.insert(key.to_owned(), value.trim().to_owned());
-        }
-    }
-    if let Some(file) = &args.config {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading --config {}", file.display()))?;
-        let parsed: BTreeMap<String, serde_json::Value> = serde_norway::from_str(&text)
-            .with_context(|| {
-                format!(
-                    "{} is not a YAML/JSON map of cilium-config keys",
-                    file.display()
-                )
-            })?;
-        for (k, v) in parsed {
-            let v = match v {
-                serde_json::Value::String(s) => s,
-                other => other.to_string(),
-            };
-            map.insert(k, v);
-        }
-    }
-    Ok(map)
+    weft_agent::config::file::load(args.config_dir.as_deref(), args.config.as_deref())
+        .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))
 }
 
 async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {

@@ -82,6 +82,7 @@ pub fn plan(
         .unwrap_or_default();
     let configs: Vec<_> = snapshot.node_configs.values().cloned().collect();
     let per_node = resolve_node_config(&configs, &labels)?;
+    crate::config::keys::warn_unknown(file, &per_node);
     let config = AgentConfig::resolve([file, &per_node, flags])?;
     let mut ipam = IpamManager::new(ipam_config(&config))?;
     ipam.observe_node(snapshot.own_node());

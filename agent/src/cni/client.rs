@@ -93,6 +93,7 @@ pub fn parse<S: std::hash::BuildHasher>(
             e.to_string(),
         )
     })?;
+    conf.validate()?;
     let version = conf.cni_version.clone();
     if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
         return Err(CniError::new(
@@ -295,4 +296,83 @@ pub fn queue_delete(dir: &Path, pod: &PodRequest) -> std::io::Result<()> {
     let name = format!("{}-{}.json", pod.container_id, pod.ifname);
     let body = serde_json::to_vec(&Request::Del(pod.clone())).map_err(std::io::Error::other)?;
     crate::fsutil::write_atomic(&dir.join(name), &body, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid ADD environment: only the configuration on stdin decides.
+    fn add_env() -> HashMap<String, String> {
+        [
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_NETNS", "/var/run/netns/x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    fn refused(stdin: &str) -> CniError {
+        match parse(&add_env(), stdin.as_bytes()) {
+            Ok(invocation) => panic!("accepted {stdin}: {invocation:?}"),
+            Err(error) => error,
+        }
+    }
+
+    #[test]
+    fn a_configuration_without_name_or_type_is_invalid_config() {
+        for (stdin, missing) in [
+            (r#"{"cniVersion":"1.0.0","type":"weft-cni"}"#, "name"),
+            (r#"{"cniVersion":"1.0.0","name":"weft"}"#, "type"),
+            (
+                r#"{"cniVersion":"1.0.0","name":"","type":"weft-cni"}"#,
+                "name",
+            ),
+        ] {
+            let error = refused(stdin);
+            assert_eq!(error.code, code::INVALID_CONFIG, "{stdin}: {error}");
+            assert!(
+                error.msg.contains(&format!("\"{missing}\"")),
+                "{stdin}: the error must name the missing field {missing:?}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_configuration_without_cni_version_says_so() {
+        let error = refused(r#"{"name":"weft","type":"weft-cni"}"#);
+        assert_eq!(error.code, code::INVALID_CONFIG, "{error}");
+        assert!(
+            error.msg.contains("cniVersion") && !error.msg.contains("\"\""),
+            "the error must say cniVersion is missing: {error}"
+        );
+        assert!(
+            error.details.contains("1.0.0"),
+            "the fix names a supported version: {error}"
+        );
+    }
+
+    #[test]
+    fn a_conflist_given_as_a_plugin_configuration_says_what_it_is() {
+        let list = String::from_utf8(super::super::install::conflist_bytes()).expect("utf-8");
+        let error = refused(&list);
+        assert_eq!(error.code, code::INVALID_CONFIG, "{error}");
+        assert!(
+            error.msg.contains("list") && error.details.contains("plugins"),
+            "the error must say this is a configuration list: {error}"
+        );
+    }
+
+    #[test]
+    fn a_complete_configuration_is_asked() {
+        let stdin = r#"{"cniVersion":"1.0.0","name":"weft","type":"weft-cni"}"#;
+        let invocation = parse(&add_env(), stdin.as_bytes()).expect("valid");
+        assert!(
+            matches!(&invocation, Invocation::Ask { version, .. } if version == "1.0.0"),
+            "{invocation:?}"
+        );
+    }
 }

@@ -5,7 +5,7 @@
 //! and interface names are checked against the CNI spec before the handler sees them.
 
 use std::{
-    os::unix::fs::PermissionsExt as _,
+    os::unix::fs::{MetadataExt as _, PermissionsExt as _},
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
@@ -70,6 +70,45 @@ pub fn bind(path: &Path) -> Result<UnixListener, ServerError> {
     let listener = UnixListener::bind(path).map_err(err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
     Ok(listener)
+}
+
+/// The socket file [`bind`] made: removed when this is dropped (the agent's shutdown), so a
+/// stopped agent leaves no socket behind; left alone if something else has replaced it since.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    identity: Option<FileIdentity>,
+}
+
+/// Device, inode and change time: an inode number alone may be reused by a new file.
+type FileIdentity = (u64, u64, i64, i64);
+
+impl SocketFile {
+    /// The socket file at `path`, as [`bind`] just made it.
+    #[must_use]
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            identity: identity(path),
+        }
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if self.identity.is_none() || identity(&self.path) != self.identity {
+            return;
+        }
+        if let Err(error) = std::fs::remove_file(&self.path) {
+            warn!(%error, path = %self.path.display(), "removing the CNI socket");
+        }
+    }
+}
+
+fn identity(path: &Path) -> Option<FileIdentity> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
 }
 
 /// Accept connections forever, each answered on its own task.
@@ -219,6 +258,28 @@ mod tests {
 
     fn block_on<T>(f: impl Future<Output = T>) -> T {
         futures::executor::block_on(f)
+    }
+
+    #[test]
+    fn the_socket_file_goes_with_its_guard_unless_replaced() {
+        let dir = std::env::temp_dir().join(format!("weft-sock-{}", std::process::id()));
+        let path = dir.join("weft.sock");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let listener = bind(&path).expect("bind");
+            drop(SocketFile::new(&path));
+            assert!(!path.exists(), "the socket file stays after its guard");
+            drop(listener);
+            let _first = bind(&path).expect("bind");
+            let guard = SocketFile::new(&path);
+            let _second = bind(&path).expect("bind again: another agent's socket");
+            drop(guard);
+            assert!(path.exists(), "the guard removed a socket it did not make");
+        });
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -80,6 +80,55 @@ pub struct NetConf {
         skip_serializing_if = "Option::is_none"
     )]
     pub valid_attachments: Option<Vec<Attachment>>,
+    /// Only in a network configuration *list*: never in what a runtime gives a plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<Value>,
+}
+
+impl NetConf {
+    /// The spec's required fields: `cniVersion`, `name` and `type` set, and no `plugins` (a
+    /// configuration list is the runtime's to read, one plugin entry at a time).
+    ///
+    /// # Errors
+    /// Code 7 (invalid network config), naming the field and the fix.
+    pub fn validate(&self) -> Result<(), CniError> {
+        let invalid = |msg: &str, details: String| {
+            Err(CniError::new(
+                &self.cni_version,
+                code::INVALID_CONFIG,
+                msg,
+                details,
+            ))
+        };
+        if self.plugins.is_some() {
+            return invalid(
+                "this is a network configuration list, not a plugin configuration",
+                "it has \"plugins\"; put the list in the runtime's CNI configuration directory \
+                 (e.g. /etc/cni/net.d/05-weft.conflist) and let the runtime call weft-cni with \
+                 its entry"
+                    .to_owned(),
+            );
+        }
+        if self.cni_version.is_empty() {
+            return invalid(
+                "the network configuration has no \"cniVersion\"",
+                format!("set it to one of {}", SUPPORTED_VERSIONS.join(", ")),
+            );
+        }
+        if self.name.is_empty() {
+            return invalid(
+                "the network configuration has no \"name\"",
+                "set \"name\" to the network's name, e.g. \"weft\"".to_owned(),
+            );
+        }
+        if self.plugin_type.is_empty() {
+            return invalid(
+                "the network configuration has no \"type\"",
+                "set \"type\" to the plugin binary's name, \"weft-cni\"".to_owned(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// An attachment named in a GC request.
@@ -310,6 +359,28 @@ mod tests {
         let args = parse_cni_args("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=a;junk");
         assert_eq!(args[1], ("K8S_POD_NAMESPACE".into(), "default".into()));
         assert_eq!(args.len(), 3);
+    }
+
+    #[test]
+    fn a_configuration_needs_version_name_and_type_and_no_plugins() {
+        let conf = |json: Value| -> NetConf { serde_json::from_value(json).expect("decodes") };
+        let full = serde_json::json!({"cniVersion": "1.0.0", "name": "weft", "type": "weft-cni"});
+        conf(full.clone()).validate().expect("complete");
+        for (field, says) in [
+            ("cniVersion", "no \"cniVersion\""),
+            ("name", "no \"name\""),
+            ("type", "no \"type\""),
+        ] {
+            let mut json = full.clone();
+            json.as_object_mut().expect("object").remove(field);
+            let error = conf(json).validate().expect_err(field);
+            assert_eq!(error.code, code::INVALID_CONFIG, "{error}");
+            assert!(error.msg.contains(says), "{error}");
+        }
+        let mut list = full;
+        list["plugins"] = serde_json::json!([{"type": "weft-cni"}]);
+        let error = conf(list).validate().expect_err("a list");
+        assert!(error.msg.contains("configuration list"), "{error}");
     }
 
     #[test]

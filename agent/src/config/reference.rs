@@ -132,8 +132,8 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
         "ipam",
         Value("cluster-pool"),
         Modes::All,
-        "IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud or \
-         delegated-plugin",
+        "IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure or alibabacloud \
+         (Cilium's delegated-plugin is refused)",
     ),
     agent(
         "ipam-default-ip-pool",

@@ -236,6 +236,9 @@ impl Daemon {
         opts: DaemonOptions,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), DaemonError> {
+        // A bad value stops the agent before it says it serves anything; the checks across
+        // keys wait for this node's CiliumNodeConfig defaults (read with the store).
+        AgentConfig::resolve_values([&opts.config_file, &opts.config_flags])?;
         let mut shutdown = std::pin::pin!(shutdown);
         let ready = Readiness::default();
         let metrics = Arc::new(Metrics::new(&opts.node_name));
@@ -259,6 +262,7 @@ impl Daemon {
         };
         endpoint.set_source(Arc::clone(&daemon) as Arc<dyn Refresh>);
         let listener = server::bind(&daemon.opts.socket)?;
+        let socket = server::SocketFile::new(&daemon.opts.socket);
         tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
         tokio::spawn(identities::run(Arc::clone(&daemon)));
         daemon.endpoints_changed.notify_one();
@@ -292,6 +296,8 @@ impl Daemon {
             let snapshot = snapshots.borrow_and_update().clone();
             daemon.sync(snapshot).await;
         }
+        // No socket once shutting down: the plugin queues DELs instead of finding a stale one.
+        drop(socket);
         info!("shutting down; pinned datapath and endpoint records stay for the next start");
         if let Some(store) = &kube {
             store.close();

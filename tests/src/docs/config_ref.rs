@@ -32,13 +32,19 @@ const HEADER: &str =
 Both programs read Cilium's `cilium-config` keys. `weft-agent run` reads them from
 `--config-dir` (a mounted ConfigMap: one file per key) or `--config` (a YAML or JSON map), then
 the node's CiliumNodeConfig `defaults`, then flags of the same name: each layer wins over the
-one before. `weft-operator` reads each setting from its flag, else from the same key in
-`--config-dir`, else the default. Keys weft does not know are ignored, so one ConfigMap can
-serve Cilium and weft. A bad value stops start-up with the key and what it accepts, e.g.
+one before. `--config` also takes the whole ConfigMap manifest as `kubectl -n kube-system get
+cm cilium-config -o yaml` prints it: its `data` is used, and an info line says so; any other
+manifest or a file that is no map is refused, naming the file. `weft-operator` reads each
+setting from its flag, else from the same key in `--config-dir`, else the default. Keys weft
+does not read are ignored, so one ConfigMap can serve Cilium and weft; the agent lists them in
+one warning at start, a misspelt one with the key it is closest to, e.g.
+`ipam-multipool-pre-allocation (config file; did you mean ipam-multi-pool-pre-allocation?)`.
+A bad value stops start-up, before anything is served, with the key and what it accepts, e.g.
 `invalid value \"maybe\" for enable-ipv6: expected true or false`.
 
 Values are read as Cilium reads them: booleans `true`/`false` (also `1`/`0`, `t`/`f`,
-`yes`/`no`, in any case), Go durations (`15s`, `500ms`, `1m30s`).
+`yes`/`no`, in any case), Go durations (`15s`, `500ms`, `1m30s`). A boolean flag alone means
+true, as in Cilium: `--enable-ipv6` is `--enable-ipv6=true`.
 
 ";
 
@@ -143,12 +149,11 @@ fn flag_rows(out: &mut String, command: &clap::Command, skip: &dyn Fn(&str) -> b
             default.join(", ")
         };
         let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "| {} | {env} | {default} | {} |",
-            code(&format!("--{long}")),
-            cell(&help),
-        );
+        let mut flag = code(&format!("--{long}"));
+        for alias in arg.get_visible_aliases().unwrap_or_default() {
+            let _ = write!(flag, " (Cilium's {})", code(&format!("--{alias}")));
+        }
+        let _ = writeln!(out, "| {flag} | {env} | {default} | {} |", cell(&help));
     }
 }
 

@@ -1,6 +1,10 @@
 //! weft used the wrong way, as a platform engineer might by mistake: each test reproduces one
 //! misuse and checks that weft refuses it out loud and loses nothing.
 //!
+//! - [`config`]: a ConfigMap manifest given to `--config` is used (and said so), a file that is
+//!   no configuration is refused naming it, misspelt keys get one warning with the closest key,
+//!   Cilium's names and bare boolean flags work, `delegated-plugin` and bad values stop the agent
+//!   before it says it serves, its log is plain text and SIGTERM removes its socket.
 //! - [`inspect`]: `weft-agent bpf …` pointed at a directory where no agent pinned its maps
 //!   creates nothing there (no pins, no bpffs mount) and says which `--pin-dir` to use; pointed
 //!   at a running agent's, it leaves that agent's programs and links as they are.
@@ -13,6 +17,7 @@
 //!
 //! Runs as root.
 
+mod config;
 mod inspect;
 mod live_sandbox;
 mod lost_pins;
