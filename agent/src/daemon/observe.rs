@@ -4,6 +4,8 @@
 //! atomics, so neither a scrape nor a status request holds up a CNI ADD for long.
 
 use std::{
+    collections::BTreeMap,
+    net::IpAddr,
     pin::Pin,
     sync::{Arc, atomic::Ordering},
     time::{Instant, SystemTime},
@@ -14,7 +16,11 @@ use tracing::warn;
 use super::{Daemon, chain};
 use crate::{
     datapath::{AttachMode, DatapathStats, read_stats},
-    ipam::manager::IpamUsage,
+    ipam::{
+        Family,
+        manager::IpamUsage,
+        problems::{IpamProblem, node_problems},
+    },
     metrics::Refresh,
     status::{
         AgentStatus, DatapathStatus, IpamStatus, MapStatus, PoolStatus, ProgramStatus, StoreStatus,
@@ -27,7 +33,26 @@ struct IpamView {
     usage: IpamUsage,
     /// Why new pods cannot get addresses now.
     not_ready: Option<String>,
+    /// Unusable CiliumNode entries and pods whose pool does not exist.
+    problems: Vec<IpamProblem>,
     snapshot: Arc<Snapshot>,
+}
+
+/// `restoring 2 endpoint address(es): pool default ipv6 ×2`: what the restore waits for.
+fn restoring(unrestored: &[(IpAddr, String, String)]) -> String {
+    let mut waits: BTreeMap<(&str, Family), usize> = BTreeMap::new();
+    for (ip, _, pool) in unrestored {
+        *waits.entry((pool.as_str(), Family::of(ip))).or_default() += 1;
+    }
+    let waits: Vec<String> = waits
+        .into_iter()
+        .map(|((pool, family), n)| format!("pool {pool} {family} ×{n}"))
+        .collect();
+    format!(
+        "restoring {} endpoint address(es): {}",
+        unrestored.len(),
+        waits.join(", ")
+    )
 }
 
 impl Daemon {
@@ -36,17 +61,31 @@ impl Daemon {
         let usage = state.ipam.usage(Instant::now());
         let not_ready = match state.ipam.ready() {
             Err(e) => Some(e.to_string()),
-            Ok(()) if !state.unrestored.is_empty() => Some(format!(
-                "restoring {} endpoint address(es)",
-                state.unrestored.len()
-            )),
+            Ok(()) if !state.unrestored.is_empty() => Some(restoring(&state.unrestored)),
             Ok(()) if state.router.is_empty() => Some("no router address yet".to_owned()),
             Ok(()) => None,
         };
+        let snapshot = Arc::clone(&state.snapshot);
+        let mut problems = snapshot
+            .own_node()
+            .map(|node| node_problems(self.config.ipam, node))
+            .unwrap_or_default();
+        let owners: Vec<String> = snapshot
+            .pods
+            .keys()
+            .map(|(ns, name)| format!("{ns}/{name}"))
+            .collect();
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        problems.extend(state.ipam.missing_pools(
+            owners.iter().map(String::as_str),
+            snapshot.as_ref(),
+            &pools,
+        ));
         IpamView {
             usage,
             not_ready,
-            snapshot: Arc::clone(&state.snapshot),
+            problems,
+            snapshot,
         }
     }
 
@@ -83,6 +122,7 @@ impl Daemon {
         for (path, reason) in &view.snapshot.problems {
             problems.push(format!("{}: {reason}", path.display()));
         }
+        problems.extend(view.problems.iter().map(ToString::to_string));
         let records = match self.records.all() {
             Ok((records, corrupt)) => {
                 problems.extend(corrupt.iter().map(|e| format!("endpoint record: {e}")));

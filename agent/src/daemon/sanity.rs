@@ -5,7 +5,7 @@
 //! Fatal at start-up: a pod range of the first snapshot's own CiliumNode that overlaps the
 //! node's networks, a mode change under live pods other than cluster-pool → multi-pool, and
 //! live pods' records of an address family the configuration turned off (they could never be
-//! restored).
+//! restored). Logged once each: CiliumNode entries that are not addresses.
 //! Later — a pool CIDR the operator allocates after start, a node address added while the
 //! agent runs — is not fatal: each new clash is logged once, and an ADD whose address falls
 //! into a node network is refused (the address goes back), so the agent keeps serving pods
@@ -27,6 +27,7 @@ use crate::{
     datapath::netlink,
     ipam::{
         mode::IpamMode,
+        problems::node_problems,
         sanity::{
             ModeDecision, NodeNetwork, SanityError, check_mode_change, check_record_families,
             node_networks, overlaps, pod_ranges,
@@ -114,6 +115,24 @@ pub(super) fn warn_new_overlaps(
         let text = overlap.to_string();
         if reported.insert(text.clone()) {
             warn!(problem = %text, "pod range overlaps the node's networks; addresses in the overlap are refused");
+        }
+    }
+}
+
+/// Log each unusable entry of `node` (a `spec.ipam.pool` key or `spec.addresses` ip that is
+/// not an address) not logged before (`reported`), with its field path.
+pub(super) fn warn_new_node_problems(
+    mode: IpamMode,
+    node: Option<&CiliumNode>,
+    reported: &mut BTreeSet<String>,
+) {
+    let Some(node) = node else {
+        return;
+    };
+    for problem in node_problems(mode, node) {
+        let text = problem.to_string();
+        if reported.insert(text.clone()) {
+            warn!(problem = %text, "CiliumNode entry ignored");
         }
     }
 }
