@@ -15,6 +15,10 @@ use tracing::warn;
 
 use super::{Daemon, chain};
 use crate::{
+    cni::{
+        proto::Response,
+        types::{CniError, code},
+    },
     datapath::{AttachMode, DatapathStats, read_stats},
     ipam::{
         Family,
@@ -86,6 +90,53 @@ impl Daemon {
             not_ready,
             problems,
             snapshot,
+        }
+    }
+
+    /// `weft-agent ipam explain`: which pool each family of `owner` gets and why. An error
+    /// (the CLI exits non-zero) when the pod is not in the store, its pool does not exist or
+    /// selection fails; the details hold every family's line.
+    pub(super) async fn explain(&self, owner: &str) -> Response {
+        let state = self.state.lock().await;
+        let snapshot = Arc::clone(&state.snapshot);
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let mut failure = owner.split_once('/').and_then(|(ns, name)| {
+            let known = snapshot
+                .pods
+                .contains_key(&(ns.to_owned(), name.to_owned()));
+            (!known).then(|| {
+                format!(
+                    "pod {owner} does not exist: no Pod {name} in namespace {ns} on node {} \
+                     (check the name, and that the pod is scheduled to this node)",
+                    self.opts.node_name
+                )
+            })
+        });
+        let mut lines = Vec::new();
+        for (family, choice) in state.ipam.explain(owner, snapshot.as_ref(), &pools) {
+            let (line, failed) = match choice {
+                Ok(c) if state.ipam.pool_missing(&c.pool, &pools) => (
+                    format!(
+                        "{family}: pool {pool} ({}): pool {pool} does not exist (no \
+                         CiliumPodIPPool {pool}); the pod's ADD waits until it is created",
+                        c.rule,
+                        pool = c.pool
+                    ),
+                    true,
+                ),
+                Ok(c) => (format!("{family}: pool {} ({})", c.pool, c.rule), false),
+                Err(e) => (format!("{family}: error: {e}"), true),
+            };
+            if failed && failure.is_none() {
+                failure = Some(line.clone());
+            }
+            lines.push(line);
+        }
+        match failure {
+            None => Response::Explained(lines),
+            Some(msg) => {
+                Response::Error(CniError::new("", code::IPAM_FAILED, msg, lines.join("\n")))
+            }
         }
     }
 
