@@ -1,6 +1,8 @@
 //! IPAM input that cannot work, said out loud (issue 16, findings 4, 5 and 11): bad entries of
-//! the own CiliumNode, a pod naming a pool that does not exist, records a new configuration can
-//! never restore, and the planner's and `explain`'s exit codes.
+//! the own CiliumNode (pool keys and addresses are skipped and named; a bad pod CIDR fails the
+//! whole object, as in Cilium, and is named with its field path), a pod naming a pool that does
+//! not exist, records a new configuration can never restore, and the planner's and `explain`'s
+//! exit codes.
 
 use std::{
     fmt::Write as _,
@@ -274,4 +276,40 @@ fn records_of_a_family_now_off_are_refused_at_start_naming_them_and_the_fix() {
             "the refusal must name {needle}:\n{refusal}"
         );
     }
+}
+
+#[test]
+fn a_bad_pod_cidr_is_named_with_its_field_path_in_status_and_simulate() {
+    weft_tests::require_root();
+    let _node = ThreadNetNs::new();
+    let flags = [
+        "--ipam",
+        "cluster-pool",
+        "--cluster-pool-ipv4-cidr",
+        "10.244.0.0/16",
+    ];
+    let mut agent = Agent::new(&example_store(), &flags);
+    let node = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\nspec:\n  \
+                addresses:\n  - type: InternalIP\n    ip: 192.0.2.10\n  ipam:\n    podCIDRs:\n    \
+                - 10.244.3.0/24\n    - 10.244.999.0/24\n";
+    agent.put_doc("ciliumnodes/node1.yaml", node);
+    let field = "spec.ipam.podCIDRs[1]";
+    let out = simulate(&agent.store, "node1", &flags);
+    assert!(
+        !out.status.success() && text(&out).contains(field),
+        "simulate must fail naming {field}: {}",
+        text(&out)
+    );
+    agent.spawn();
+    let mut shown = String::new();
+    for _ in 0..100 {
+        shown = text(&status(&agent));
+        if shown.contains(field) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(shown.contains(field), "status must name {field}: {shown}");
+    let doc = std::fs::read_to_string(agent.store.join("ciliumnodes/node1.yaml")).expect("doc");
+    assert_eq!(doc, node, "the user's document must stay as written");
 }
