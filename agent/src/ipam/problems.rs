@@ -10,7 +10,7 @@ use std::{fmt, net::IpAddr};
 use super::{
     Family,
     mode::IpamMode,
-    selection::{MULTI_POOL_MODE, PoolChoice, SelectionContext, pool_for_pod},
+    selection::{MULTI_POOL_MODE, PoolChoice, Rule, SelectionContext, pool_for_pod},
 };
 use crate::crd::{node::CiliumNode, pool::CiliumPodIPPool};
 
@@ -71,11 +71,19 @@ impl fmt::Display for IpamProblem {
                 choice,
             } => {
                 let families: Vec<&str> = families.iter().map(|f| f.as_str()).collect();
+                let fix = if matches!(
+                    choice.rule,
+                    Rule::PodAnnotation { .. } | Rule::NamespaceAnnotation { .. }
+                ) {
+                    "create the pool, or fix the annotation"
+                } else {
+                    "create the pool"
+                };
                 write!(
                     f,
                     "pod {owner} asks for pool {pool} ({rule}; {families}), but pool {pool} does \
-                     not exist: no CiliumPodIPPool {pool}. Its ADD waits (code 11) until the \
-                     pool is created; or fix the annotation",
+                     not exist: no CiliumPodIPPool {pool}. Its ADD waits (code 11) until it \
+                     does: {fix}",
                     pool = choice.pool,
                     rule = choice.rule,
                     families = families.join(", "),

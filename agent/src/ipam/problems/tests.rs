@@ -127,6 +127,23 @@ fn a_pod_naming_a_pool_that_does_not_exist_is_a_problem() {
         ),
         "{text}"
     );
+    assert!(
+        text.ends_with("create the pool, or fix the annotation"),
+        "{text}"
+    );
+    // Without the default pool, a pod no annotation or selector places needs it created.
+    let only_blue = [pool("blue")];
+    let ctx_without_default = SelectionContext {
+        pools: &only_blue,
+        ..ctx
+    };
+    let found = missing_pools(["default/web"], &[Family::V4], &ctx_without_default);
+    let text = found.first().map(ToString::to_string).unwrap_or_default();
+    assert!(
+        text.starts_with("pod default/web asks for pool default (default pool (no match); ipv4)")
+            && text.ends_with("until it does: create the pool"),
+        "{text}"
+    );
     // Outside multi-pool there are no pool objects to miss.
     let ctx = SelectionContext {
         ipam_mode: "cluster-pool",
