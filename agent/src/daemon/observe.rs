@@ -1,5 +1,6 @@
-//! What the daemon shows about itself: the scrape-time metrics ([`Refresh`]) and the
-//! `weft-agent status` report. The state lock is held only to compute IPAM usage (pure, no
+//! What the daemon shows about itself: the scrape-time metrics ([`Refresh`]), the
+//! `weft-agent status` report (with the IPAM input it cannot use) and `weft-agent ipam
+//! explain`. The state lock is held only to compute IPAM usage (pure, no
 //! IO); the datapath is read from its pins on a blocking thread, and the store's counters are
 //! atomics, so neither a scrape nor a status request holds up a CNI ADD for long.
 
@@ -22,7 +23,7 @@ use crate::{
     datapath::{AttachMode, DatapathStats, read_stats},
     ipam::{
         Family,
-        manager::IpamUsage,
+        manager::{IpamManager, IpamUsage},
         problems::{IpamProblem, node_problems},
     },
     metrics::Refresh,
@@ -60,7 +61,8 @@ fn restoring(unrestored: &[(IpAddr, String, String)]) -> String {
 }
 
 impl Daemon {
-    async fn ipam_view(&self) -> IpamView {
+    /// IPAM now; with `problems`, also the unusable input (`status` asks, a scrape does not).
+    async fn ipam_view(&self, problems: bool) -> IpamView {
         let mut state = self.state.lock().await;
         let usage = state.ipam.usage(Instant::now());
         let not_ready = match state.ipam.ready() {
@@ -70,6 +72,21 @@ impl Daemon {
             Ok(()) => None,
         };
         let snapshot = Arc::clone(&state.snapshot);
+        let problems = if problems {
+            self.input_problems(&state.ipam, &snapshot)
+        } else {
+            Vec::new()
+        };
+        IpamView {
+            usage,
+            not_ready,
+            problems,
+            snapshot,
+        }
+    }
+
+    /// Entries of the own CiliumNode that are not addresses, and pods whose pool does not exist.
+    fn input_problems(&self, ipam: &IpamManager, snapshot: &Snapshot) -> Vec<IpamProblem> {
         let mut problems = snapshot
             .own_node()
             .map(|node| node_problems(self.config.ipam, node))
@@ -80,17 +97,8 @@ impl Daemon {
             .map(|(ns, name)| format!("{ns}/{name}"))
             .collect();
         let pools: Vec<_> = snapshot.pools.values().cloned().collect();
-        problems.extend(state.ipam.missing_pools(
-            owners.iter().map(String::as_str),
-            snapshot.as_ref(),
-            &pools,
-        ));
-        IpamView {
-            usage,
-            not_ready,
-            problems,
-            snapshot,
-        }
+        problems.extend(ipam.missing_pools(owners.iter().map(String::as_str), snapshot, &pools));
+        problems
     }
 
     /// `weft-agent ipam explain`: which pool each family of `owner` gets and why. An error
@@ -151,7 +159,7 @@ impl Daemon {
 
     /// The `weft-agent status` report.
     pub(super) async fn agent_status(&self) -> AgentStatus {
-        let view = self.ipam_view().await;
+        let view = self.ipam_view(true).await;
         let mut problems = Vec::new();
         if let Some(reason) = &view.not_ready {
             problems.push(format!("IPAM not ready: {reason}"));
@@ -302,7 +310,7 @@ fn datapath_status(daemon: &Daemon, stats: &DatapathStats) -> DatapathStatus {
 impl Refresh for Daemon {
     fn refresh(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            let view = self.ipam_view().await;
+            let view = self.ipam_view(false).await;
             self.metrics.ipam.set_usage(&view.usage);
             self.metrics.writes.set(self.store.stats());
             match self.datapath_stats().await {
