@@ -52,7 +52,7 @@ fn simulate(store: &Path, node: &str, extra: &[&str]) -> Output {
 }
 
 /// The plan `out` printed; panics unless simulate succeeded.
-fn plan(out: &Output) -> Value {
+fn plan_of(out: &Output) -> Value {
     assert!(out.status.success(), "simulate failed: {}", text(out));
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("plan is not JSON ({e}): {}", text(out)))
@@ -93,7 +93,7 @@ fn bad_node_entries_are_named_in_the_log_status_and_simulate_and_the_good_ones_s
     );
     let bad_key = "spec.ipam.pool[\"10.99.0.300\"]";
     let bad_address = "spec.addresses[1].ip \"10.99.0.999\"";
-    let plan = plan(&simulate(&agent.store, "node1", &["--ipam", "crd"]));
+    let plan = plan_of(&simulate(&agent.store, "node1", &["--ipam", "crd"]));
     let problems = plan["problems"].to_string();
     for path in [bad_key, bad_address] {
         assert!(
@@ -153,7 +153,7 @@ fn simulate_fails_for_a_missing_store_or_node_and_says_what_an_exhausted_node_ne
         "ciliumnodes/node1.yaml",
         &crd_node(&["10.99.0.5", "10.99.0.6"], &[("InternalIP", "192.0.2.10")]),
     );
-    let plan = plan(&simulate(&agent.store, "node1", &["--ipam", "crd"]));
+    let plan = plan_of(&simulate(&agent.store, "node1", &["--ipam", "crd"]));
     assert_eq!(
         plan["needed"]["ipv4"], 2,
         "an exhausted crd node must say how many more addresses it needs: {plan:#}"
@@ -162,7 +162,18 @@ fn simulate_fails_for_a_missing_store_or_node_and_says_what_an_exhausted_node_ne
         plan["problems"].to_string().contains("2 more ipv4"),
         "the deficit is a problem too: {plan:#}"
     );
+    let plan = plan_of(&simulate(&agent.store, "node1", &["--ipam", "azure"]));
+    assert_eq!(plan["needed"]["ipv4"], 2, "azure: {plan:#}");
+    // ENI: three addresses on the node's interface for the router and three pods.
+    agent.put_doc("ciliumnodes/node1.yaml", ENI_NODE);
+    let plan = plan_of(&simulate(&agent.store, "node1", &["--ipam", "eni"]));
+    assert_eq!(plan["needed"]["ipv4"], 1, "eni: {plan:#}");
 }
+
+const ENI_NODE: &str = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\nspec:\n  \
+                        eni: {}\nstatus:\n  eni:\n    enis:\n      eni-1:\n        id: eni-1\n        \
+                        ip: 10.0.1.10\n        number: 0\n        addresses: [10.0.1.10, 10.0.1.11, \
+                        10.0.1.12]\n        subnet: {id: subnet-1, cidr: 10.0.1.0/24}\n";
 
 #[test]
 fn simulate_plans_on_top_of_a_running_agent_s_records() {
@@ -185,7 +196,7 @@ fn simulate_plans_on_top_of_a_running_agent_s_records() {
     agent.start();
     let web = add(&agent, "default", "web");
     let state = agent.state.display().to_string();
-    let plan = plan(&simulate(
+    let plan = plan_of(&simulate(
         &agent.store,
         "node1",
         &["--ipam", "crd", "--state-dir", &state],
