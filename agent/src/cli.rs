@@ -371,6 +371,10 @@ pub enum IpamCommand {
         /// The node to plan for; without it, Cilium's `K8S_NODE_NAME`.
         #[arg(long, env = "NODE_NAME")]
         node_name: Option<String>,
+        /// A running agent's state directory: plan on top of its endpoint records and router
+        /// addresses (they keep their addresses).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
         /// Configuration keys.
         #[command(flatten)]
         config: ConfigArgs,

@@ -97,34 +97,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
         }
-        Command::Ipam(IpamCommand::Simulate {
-            store,
-            node_name,
-            config,
-        }) => {
-            let plan = weft_agent::simulate::plan(
-                &store,
-                &weft_agent::cli::node_name(node_name)?,
-                &config_file(&config)?,
-                &config.flags(),
-            )
-            .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
-            println!("{}", serde_json::to_string_pretty(&plan)?);
-        }
-        Command::Ipam(IpamCommand::Explain { pod, socket }) => {
-            match weft_agent::cni::client::ask(&socket, &Request::Explain { owner: pod.clone() }) {
-                Ok(Response::Explained(lines)) => {
-                    for line in lines {
-                        println!("{pod} {line}");
-                    }
-                }
-                Ok(other) => bail!("unexpected answer from the agent: {other:?}"),
-                Err(e) => bail!(
-                    "{e}; is weft-agent running with --socket {}?",
-                    socket.display()
-                ),
-            }
-        }
+        Command::Ipam(command) => ipam(command)?,
         Command::Pod(PodCommand::Add(add)) => {
             let mut datapath = Datapath::load(&config).context("loading the datapath")?;
             pod_add(&mut datapath, &add).await?;
@@ -158,6 +131,44 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Cleanup(args) => cleanup(config.pin_dir, args).await?,
         Command::Status { .. } => unreachable!("handled before the runtime starts"),
+    }
+    Ok(())
+}
+
+/// `weft-agent ipam simulate` and `ipam explain`.
+fn ipam(command: IpamCommand) -> anyhow::Result<()> {
+    match command {
+        IpamCommand::Simulate {
+            store,
+            node_name,
+            state_dir,
+            config,
+        } => {
+            let node_name = weft_agent::cli::node_name(node_name)?;
+            let input = weft_agent::simulate::PlanInput {
+                store: &store,
+                node_name: &node_name,
+                state_dir: state_dir.as_deref(),
+            };
+            let plan = weft_agent::simulate::plan(input, &config_file(&config)?, &config.flags())
+                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+            println!("{}", serde_json::to_string_pretty(&plan)?);
+        }
+        IpamCommand::Explain { pod, socket } => {
+            match weft_agent::cni::client::ask(&socket, &Request::Explain { owner: pod.clone() }) {
+                Ok(Response::Explained(lines)) => {
+                    for line in lines {
+                        println!("{pod} {line}");
+                    }
+                }
+                Ok(Response::Error(e)) => bail!("{}\n{}", e.msg, e.details),
+                Ok(other) => bail!("unexpected answer from the agent: {other:?}"),
+                Err(e) => bail!(
+                    "{e}; is weft-agent running with --socket {}?",
+                    socket.display()
+                ),
+            }
+        }
     }
     Ok(())
 }

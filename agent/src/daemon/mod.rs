@@ -189,7 +189,8 @@ pub(crate) struct State {
     pub(crate) host_ips: Option<Vec<IpAddr>>,
     /// The node's own networks (start-up checks; refreshed on every sync).
     pub(crate) node_networks: Vec<crate::ipam::sanity::NodeNetwork>,
-    /// Overlaps of pod ranges with the node's networks already logged.
+    /// Problems of the own CiliumNode already logged: overlaps of pod ranges with the node's
+    /// networks, entries that are not addresses.
     pub(crate) reported_overlaps: std::collections::BTreeSet<String>,
 }
 
@@ -351,6 +352,11 @@ impl Daemon {
             self.config.ipam,
             snapshot.own_node(),
             &st.node_networks,
+            &mut st.reported_overlaps,
+        );
+        sanity::warn_new_node_problems(
+            self.config.ipam,
+            snapshot.own_node(),
             &mut st.reported_overlaps,
         );
         startup::finish_restore(&mut state, &self.opts);

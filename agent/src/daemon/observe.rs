@@ -1,9 +1,12 @@
-//! What the daemon shows about itself: the scrape-time metrics ([`Refresh`]) and the
-//! `weft-agent status` report. The state lock is held only to compute IPAM usage (pure, no
+//! What the daemon shows about itself: the scrape-time metrics ([`Refresh`]), the
+//! `weft-agent status` report (with the IPAM input it cannot use) and `weft-agent ipam
+//! explain`. The state lock is held only to compute IPAM usage (pure, no
 //! IO); the datapath is read from its pins on a blocking thread, and the store's counters are
 //! atomics, so neither a scrape nor a status request holds up a CNI ADD for long.
 
 use std::{
+    collections::BTreeMap,
+    net::IpAddr,
     pin::Pin,
     sync::{Arc, atomic::Ordering},
     time::{Instant, SystemTime},
@@ -13,8 +16,16 @@ use tracing::warn;
 
 use super::{Daemon, chain};
 use crate::{
+    cni::{
+        proto::Response,
+        types::{CniError, code},
+    },
     datapath::{AttachMode, DatapathStats, read_stats},
-    ipam::manager::IpamUsage,
+    ipam::{
+        Family,
+        manager::{IpamManager, IpamUsage},
+        problems::{IpamProblem, node_problems},
+    },
     metrics::Refresh,
     status::{
         AgentStatus, DatapathStatus, IpamStatus, MapStatus, PoolStatus, ProgramStatus, StoreStatus,
@@ -27,26 +38,113 @@ struct IpamView {
     usage: IpamUsage,
     /// Why new pods cannot get addresses now.
     not_ready: Option<String>,
+    /// Unusable CiliumNode entries and pods whose pool does not exist.
+    problems: Vec<IpamProblem>,
     snapshot: Arc<Snapshot>,
 }
 
+/// `restoring 2 endpoint address(es): pool default ipv6 ×2`: what the restore waits for.
+fn restoring(unrestored: &[(IpAddr, String, String)]) -> String {
+    let mut waits: BTreeMap<(&str, Family), usize> = BTreeMap::new();
+    for (ip, _, pool) in unrestored {
+        *waits.entry((pool.as_str(), Family::of(ip))).or_default() += 1;
+    }
+    let waits: Vec<String> = waits
+        .into_iter()
+        .map(|((pool, family), n)| format!("pool {pool} {family} ×{n}"))
+        .collect();
+    format!(
+        "restoring {} endpoint address(es): {}",
+        unrestored.len(),
+        waits.join(", ")
+    )
+}
+
 impl Daemon {
-    async fn ipam_view(&self) -> IpamView {
+    /// IPAM now; with `problems`, also the unusable input (`status` asks, a scrape does not).
+    async fn ipam_view(&self, problems: bool) -> IpamView {
         let mut state = self.state.lock().await;
         let usage = state.ipam.usage(Instant::now());
         let not_ready = match state.ipam.ready() {
             Err(e) => Some(e.to_string()),
-            Ok(()) if !state.unrestored.is_empty() => Some(format!(
-                "restoring {} endpoint address(es)",
-                state.unrestored.len()
-            )),
+            Ok(()) if !state.unrestored.is_empty() => Some(restoring(&state.unrestored)),
             Ok(()) if state.router.is_empty() => Some("no router address yet".to_owned()),
             Ok(()) => None,
+        };
+        let snapshot = Arc::clone(&state.snapshot);
+        let problems = if problems {
+            self.input_problems(&state.ipam, &snapshot)
+        } else {
+            Vec::new()
         };
         IpamView {
             usage,
             not_ready,
-            snapshot: Arc::clone(&state.snapshot),
+            problems,
+            snapshot,
+        }
+    }
+
+    /// Entries of the own CiliumNode that are not addresses, and pods whose pool does not exist.
+    fn input_problems(&self, ipam: &IpamManager, snapshot: &Snapshot) -> Vec<IpamProblem> {
+        let mut problems = snapshot
+            .own_node()
+            .map(|node| node_problems(self.config.ipam, node))
+            .unwrap_or_default();
+        let owners: Vec<String> = snapshot
+            .pods
+            .keys()
+            .map(|(ns, name)| format!("{ns}/{name}"))
+            .collect();
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        problems.extend(ipam.missing_pools(owners.iter().map(String::as_str), snapshot, &pools));
+        problems
+    }
+
+    /// `weft-agent ipam explain`: which pool each family of `owner` gets and why. An error
+    /// (the CLI exits non-zero) when the pod is not in the store, its pool does not exist or
+    /// selection fails; the details hold every family's line.
+    pub(super) async fn explain(&self, owner: &str) -> Response {
+        let state = self.state.lock().await;
+        let snapshot = Arc::clone(&state.snapshot);
+        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let mut failure = owner.split_once('/').and_then(|(ns, name)| {
+            let known = snapshot
+                .pods
+                .contains_key(&(ns.to_owned(), name.to_owned()));
+            (!known).then(|| {
+                format!(
+                    "pod {owner} does not exist: no Pod {name} in namespace {ns} on node {} \
+                     (check the name, and that the pod is scheduled to this node)",
+                    self.opts.node_name
+                )
+            })
+        });
+        let mut lines = Vec::new();
+        for (family, choice) in state.ipam.explain(owner, snapshot.as_ref(), &pools) {
+            let (line, failed) = match choice {
+                Ok(c) if state.ipam.pool_missing(&c.pool, &pools) => (
+                    format!(
+                        "{family}: pool {pool} ({}): pool {pool} does not exist (no \
+                         CiliumPodIPPool {pool}); the pod's ADD waits until it is created",
+                        c.rule,
+                        pool = c.pool
+                    ),
+                    true,
+                ),
+                Ok(c) => (format!("{family}: pool {} ({})", c.pool, c.rule), false),
+                Err(e) => (format!("{family}: error: {e}"), true),
+            };
+            if failed && failure.is_none() {
+                failure = Some(line.clone());
+            }
+            lines.push(line);
+        }
+        match failure {
+            None => Response::Explained(lines),
+            Some(msg) => {
+                Response::Error(CniError::new("", code::IPAM_FAILED, msg, lines.join("\n")))
+            }
         }
     }
 
@@ -61,7 +159,7 @@ impl Daemon {
 
     /// The `weft-agent status` report.
     pub(super) async fn agent_status(&self) -> AgentStatus {
-        let view = self.ipam_view().await;
+        let view = self.ipam_view(true).await;
         let mut problems = Vec::new();
         if let Some(reason) = &view.not_ready {
             problems.push(format!("IPAM not ready: {reason}"));
@@ -83,6 +181,7 @@ impl Daemon {
         for (path, reason) in &view.snapshot.problems {
             problems.push(format!("{}: {reason}", path.display()));
         }
+        problems.extend(view.problems.iter().map(ToString::to_string));
         let records = match self.records.all() {
             Ok((records, corrupt)) => {
                 problems.extend(corrupt.iter().map(|e| format!("endpoint record: {e}")));
@@ -211,7 +310,7 @@ fn datapath_status(daemon: &Daemon, stats: &DatapathStats) -> DatapathStatus {
 impl Refresh for Daemon {
     fn refresh(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            let view = self.ipam_view().await;
+            let view = self.ipam_view(false).await;
             self.metrics.ipam.set_usage(&view.usage);
             self.metrics.writes.set(self.store.stats());
             match self.datapath_stats().await {

@@ -505,22 +505,6 @@ impl Daemon {
         Response::Done
     }
 
-    pub(super) async fn explain(&self, owner: &str) -> Response {
-        let state = self.state.lock().await;
-        let snapshot = Arc::clone(&state.snapshot);
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
-        let lines = state
-            .ipam
-            .explain(owner, snapshot.as_ref(), &pools)
-            .into_iter()
-            .map(|(family, choice)| match choice {
-                Ok(c) => format!("{family}: pool {} ({})", c.pool, c.rule),
-                Err(e) => format!("{family}: error: {e}"),
-            })
-            .collect();
-        Response::Explained(lines)
-    }
-
     /// With Kubernetes, kubelet creates the Pod before it calls CNI, but this node's watch may
     /// not have delivered it yet: wait for it a little (as Cilium waits for its pod informer),
     /// so multi-pool selection sees its annotations and labels. Without it after the wait,

@@ -3,7 +3,9 @@
 //! (`<state-dir>/ipam-mode`, one line).
 //!
 //! Fatal at start-up: a pod range of the first snapshot's own CiliumNode that overlaps the
-//! node's networks, and a mode change under live pods other than cluster-pool → multi-pool.
+//! node's networks, a mode change under live pods other than cluster-pool → multi-pool, and
+//! live pods' records of an address family the configuration turned off (they could never be
+//! restored). Logged once each: CiliumNode entries that are not addresses.
 //! Later — a pool CIDR the operator allocates after start, a node address added while the
 //! agent runs — is not fatal: each new clash is logged once, and an ADD whose address falls
 //! into a node network is refused (the address goes back), so the agent keeps serving pods
@@ -12,20 +14,23 @@
 use std::{
     collections::BTreeSet,
     io,
+    net::IpAddr,
     path::{Path, PathBuf},
 };
 
 use tracing::{info, warn};
 
-use super::{DaemonError, RecordError, Records};
+use super::{DaemonError, RECORDS_DIR, RecordError, Records};
 use crate::{
+    config::AgentConfig,
     crd::node::CiliumNode,
     datapath::netlink,
     ipam::{
         mode::IpamMode,
+        problems::node_problems,
         sanity::{
-            ModeDecision, NodeNetwork, SanityError, check_mode_change, node_networks, overlaps,
-            pod_ranges,
+            ModeDecision, NodeNetwork, SanityError, check_mode_change, check_record_families,
+            node_networks, overlaps, pod_ranges,
         },
     },
 };
@@ -112,6 +117,46 @@ pub(super) fn warn_new_overlaps(
             warn!(problem = %text, "pod range overlaps the node's networks; addresses in the overlap are refused");
         }
     }
+}
+
+/// Log each unusable entry of `node` (a `spec.ipam.pool` key or `spec.addresses` ip that is
+/// not an address) not logged before (`reported`), with its field path.
+pub(super) fn warn_new_node_problems(
+    mode: IpamMode,
+    node: Option<&CiliumNode>,
+    reported: &mut BTreeSet<String>,
+) {
+    let Some(node) = node else {
+        return;
+    };
+    for problem in node_problems(mode, node) {
+        let text = problem.to_string();
+        if reported.insert(text.clone()) {
+            warn!(problem = %text, "CiliumNode entry ignored");
+        }
+    }
+}
+
+/// Refuse to start when live pods' endpoint records hold addresses of a family `config` turned
+/// off: they could never be restored, and every ADD would wait for them.
+///
+/// # Errors
+/// [`SanityError::FamilyOff`] naming the records, the family and the fix; or the records
+/// cannot be listed.
+pub(super) fn check_restorable(
+    state_dir: &Path,
+    config: &AgentConfig,
+    records: &Records,
+) -> Result<(), CheckError> {
+    let (all, _) = records.all()?;
+    let addrs: Vec<(String, IpAddr)> = all
+        .iter()
+        .filter(|r| r.result.is_some() && r.netns.exists())
+        .flat_map(|r| r.addrs.iter().map(|a| (r.owner.clone(), a.ip)))
+        .collect();
+    let dir = state_dir.join(RECORDS_DIR).display().to_string();
+    check_record_families(config.enable_ipv4, config.enable_ipv6, &addrs, &dir)?;
+    Ok(())
 }
 
 /// Check the configured `mode` against the one the state directory recorded, given the

@@ -11,6 +11,7 @@ pub mod manager;
 pub mod mode;
 pub mod multipool;
 pub mod prealloc;
+pub mod problems;
 pub mod sanity;
 pub mod selection;
 pub mod staticip;

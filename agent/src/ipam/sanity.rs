@@ -19,7 +19,7 @@ use std::{fmt, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::mode::IpamMode;
+use super::{Family, mode::IpamMode};
 use crate::crd::{eni::eni_allocated, node::CiliumNode};
 
 /// Prefix of the host-side veth of every pod the agent wires (`datapath::host_ifname`).
@@ -303,6 +303,60 @@ pub enum SanityError {
         /// The state directory.
         state_dir: String,
     },
+    /// Endpoint records hold addresses of a family the configuration turned off.
+    #[error(
+        "{count} address(es) of live pods in the endpoint records in {records_dir} are {family} \
+         ({shown}), but {flag} is now false: they can never be restored, and no new pod would \
+         get an address while they wait. Set {flag}=true again, or drain the node's pods \
+         (kubectl drain) and remove their records from {records_dir} once no pod uses them, \
+         then start the agent again",
+        count = held.len(),
+        shown = held.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            + if held.len() > 3 { ", …" } else { "" }
+    )]
+    FamilyOff {
+        /// The family turned off.
+        family: Family,
+        /// Its configuration key.
+        flag: &'static str,
+        /// `owner address` of each address the records hold in it.
+        held: Vec<String>,
+        /// The endpoint records directory.
+        records_dir: String,
+    },
+}
+
+/// Refuse records that a configuration without one of their families can never restore:
+/// `addrs` are the `(owner, address)` pairs of the live endpoint records in `records_dir`.
+///
+/// # Errors
+/// [`SanityError::FamilyOff`] for the first disabled family that records still hold.
+pub fn check_record_families(
+    ipv4: bool,
+    ipv6: bool,
+    addrs: &[(String, IpAddr)],
+    records_dir: &str,
+) -> Result<(), SanityError> {
+    for (family, on, flag) in [
+        (Family::V4, ipv4, "enable-ipv4"),
+        (Family::V6, ipv6, "enable-ipv6"),
+    ] {
+        let held: Vec<String> = addrs
+            .iter()
+            .filter(|(_, ip)| Family::of(ip) == family)
+            .map(|(owner, ip)| format!("{owner} {ip}"))
+            .collect();
+        if on || held.is_empty() {
+            continue;
+        }
+        return Err(SanityError::FamilyOff {
+            family,
+            flag,
+            held,
+            records_dir: records_dir.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Decide about a start in `current` mode when the state directory recorded `recorded` and

@@ -8,6 +8,9 @@
 //! - [`inspect`]: `weft-agent bpf …` pointed at a directory where no agent pinned its maps
 //!   creates nothing there (no pins, no bpffs mount) and says which `--pin-dir` to use; pointed
 //!   at a running agent's, it leaves that agent's programs and links as they are.
+//! - [`ipam`]: bad CiliumNode entries, a pod naming a pool that does not exist and records a new
+//!   configuration can never restore are named in the log, `status`, `simulate` and `explain`;
+//!   the planner and `explain` exit non-zero for a store, node, pod or pool that does not exist.
 //! - [`live_sandbox`]: an ADD of a wired container id in another namespace, while the first
 //!   one lives, is refused naming both and touches neither.
 //! - [`lost_pins`]: a restart that finds none of the old pins rewires every recorded pod
@@ -19,6 +22,7 @@
 
 mod config;
 mod inspect;
+mod ipam;
 mod live_sandbox;
 mod lost_pins;
 mod two_agents;

@@ -257,7 +257,7 @@ impl IpamManager {
                 not_ready("Waiting for IPs to become available in CRD-backed allocation pool")
             }
             Backend::Multi(multi) if !multi.all_pools_ready() => {
-                not_ready("Waiting for cidr pool to become available")
+                not_ready(&problems::waiting_for_pools(multi))
             }
             Backend::Delegated => Err(failed("Operation not supported")),
             // Cilium holds the CRD and multi-pool allocators (not host-scope) until the
@@ -531,6 +531,7 @@ const fn family_word(family: Family) -> &'static str {
     }
 }
 
+mod problems;
 mod usage;
 
 pub use self::usage::{IpamUsage, PoolStat};

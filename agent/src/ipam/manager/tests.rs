@@ -399,3 +399,40 @@ fn a_legacy_resource_id_ends_the_wait_as_in_cilium() {
     )));
     m.ready().expect("a non-empty value is an assignment");
 }
+
+#[test]
+fn not_ready_names_the_pool_and_family_it_waits_for() {
+    // Issue 16, finding 5: "Waiting for cidr pool to become available" named neither.
+    let mut cfg = config(IpamMode::MultiPool, true);
+    cfg.pre_allocation = "default=8,blue=4".into();
+    let mut m = IpamManager::new(cfg).expect("manager");
+    let mut node = multi_node(&["10.0.0.0/24", "fd00::/120"]);
+    node.spec
+        .ipam
+        .as_mut()
+        .expect("ipam")
+        .pools_mut()
+        .allocated
+        .push(IpamPoolAllocation {
+            pool: "blue".into(),
+            cidrs: vec!["10.1.0.0/24".parse().expect("cidr")],
+            ..IpamPoolAllocation::default()
+        });
+    m.observe_node(Some(&node));
+    let reason = m
+        .ready()
+        .expect_err("pool blue has no IPv6 CIDR")
+        .to_string();
+    assert!(
+        reason.starts_with("Waiting for cidr pool to become available"),
+        "Cilium's text stays first: {reason}"
+    );
+    assert!(
+        reason.contains("pool blue has no IPv6 CIDR"),
+        "the pool and family are named: {reason}"
+    );
+    assert!(
+        !reason.contains("pool default"),
+        "default is ready: {reason}"
+    );
+}

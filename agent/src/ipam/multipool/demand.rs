@@ -72,8 +72,14 @@ impl MultiPoolManager {
                 }
             }
         }
+        // A disabled family is never asked for, even when a restore of one of its addresses
+        // left a pending allocation behind.
         raw.into_iter()
             .map(|(name, [v4, v6])| {
+                let (v4, v6) = (
+                    if self.config.ipv4 { v4 } else { 0 },
+                    if self.config.ipv6 { v6 } else { 0 },
+                );
                 let demand = IpamPoolDemand {
                     ipv4_addrs: to_wire(v4),
                     ipv6_addrs: to_wire(v6),

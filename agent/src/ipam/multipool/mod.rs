@@ -155,6 +155,17 @@ pub struct MultiPoolAllocation {
     pub skip_masquerade: bool,
 }
 
+/// A pool and family the node waits for at start-up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolWait {
+    /// The pool.
+    pub pool: String,
+    /// The family without a free address.
+    pub family: Family,
+    /// The family holds CIDRs (all used); `false`: it has none yet.
+    pub has_cidrs: bool,
+}
+
 /// Usage of one pool and family.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolUsage {
@@ -286,10 +297,33 @@ impl MultiPoolManager {
     /// (`waitForAllPools` may stop).
     #[must_use]
     pub fn all_pools_ready(&self) -> bool {
-        self.config.pre_alloc.keys().all(|pool| {
-            (!self.config.ipv4 || self.has_available_ips(pool, Family::V4))
-                && (!self.config.ipv6 || self.has_available_ips(pool, Family::V6))
-        })
+        self.pools_not_ready().is_empty()
+    }
+
+    /// What keeps [`Self::all_pools_ready`] false: each pre-allocation pool and enabled family
+    /// without a free address, and whether that family holds any CIDR (`false`: none yet).
+    #[must_use]
+    pub fn pools_not_ready(&self) -> Vec<PoolWait> {
+        let enabled = [
+            (self.config.ipv4, Family::V4),
+            (self.config.ipv6, Family::V6),
+        ];
+        self.config
+            .pre_alloc
+            .keys()
+            .flat_map(|pool| {
+                enabled
+                    .iter()
+                    .filter(|(on, family)| *on && !self.has_available_ips(pool, *family))
+                    .map(|&(_, family)| PoolWait {
+                        pool: pool.clone(),
+                        family,
+                        has_cidrs: self
+                            .cidr_pool(pool, family)
+                            .is_some_and(|p| p.cidr_count() > 0),
+                    })
+            })
+            .collect()
     }
 
     /// Usage of `pool` and `family`, if known locally.

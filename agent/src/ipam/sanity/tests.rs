@@ -164,3 +164,31 @@ fn mode_changes_under_pods_are_refused_except_cluster_pool_to_multi_pool() {
         assert!(text.contains("Drain the node's pods first"), "{text}");
     }
 }
+
+#[test]
+fn records_of_a_family_now_off_are_refused_naming_them_and_the_fix() {
+    let addrs: Vec<(String, IpAddr)> = vec![
+        ("default/web".into(), "10.200.0.5".parse().expect("ip")),
+        ("default/web".into(), "fd00:200::5".parse().expect("ip")),
+    ];
+    let dir = "/var/run/weft/endpoints";
+    assert_eq!(check_record_families(true, true, &addrs, dir), Ok(()));
+    let error = check_record_families(true, false, &addrs, dir).expect_err("IPv6 is off");
+    let text = error.to_string();
+    assert!(
+        matches!(&error, SanityError::FamilyOff { family: Family::V6, flag: "enable-ipv6", held, .. } if held.len() == 1),
+        "{error:?}"
+    );
+    for needle in [
+        dir,
+        "ipv6",
+        "default/web fd00:200::5",
+        "enable-ipv6=true",
+        "kubectl drain",
+    ] {
+        assert!(text.contains(needle), "{needle} missing: {text}");
+    }
+    let only_v4 = &addrs[..1];
+    assert_eq!(check_record_families(true, false, only_v4, dir), Ok(()));
+    assert!(check_record_families(false, true, only_v4, dir).is_err());
+}

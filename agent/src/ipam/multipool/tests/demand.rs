@@ -124,3 +124,21 @@ fn spec_pre_allocate_overrides_the_literal_default_pool() {
     m.upsert_node(&[], 0);
     assert_eq!(m.requested(t0()), vec![req("default", 32, 32)]);
 }
+
+#[test]
+fn a_disabled_family_is_never_requested() {
+    // Issue 16, finding 5: dual-stack records restored with IPv6 now off left a pending IPv6
+    // allocation, and the agent wrote `ipv6-addrs` into `requested`.
+    let mut m = MultiPoolManager::new(config(true, false, &[("default", 8)]));
+    m.upsert_node(&[entry("default", &["10.0.0.0/24", "fd00::/120"])], 0);
+    m.allocate_ip(ip("fd00::5"), "default/web [restored]", "default", t0())
+        .unwrap_err();
+    m.allocate_ip(ip("fd00::6"), "default/db [restored]", "blue", t0())
+        .unwrap_err();
+    let requested = m.requested(t0());
+    assert!(
+        requested.iter().all(|r| r.needed.ipv6_addrs == 0),
+        "IPv6 is off, yet requested asks for IPv6 addresses: {requested:?}"
+    );
+    assert_eq!(requested, vec![req("default", 8, 0)], "{requested:?}");
+}
