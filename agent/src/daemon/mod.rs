@@ -12,10 +12,12 @@ mod lock;
 mod netdev;
 mod observe;
 mod ops;
+mod queue;
 mod records;
 mod remote;
 mod result;
 mod rewire;
+mod router;
 mod sanity;
 mod startup;
 
@@ -32,8 +34,9 @@ use tracing::{info, warn};
 
 pub use self::{
     records::{EndpointRecord, RECORDS_DIR, RecordAddr, RecordError, Records},
+    router::{ROUTER_FILE, ROUTER_OWNER},
     sanity::{CheckError, MODE_FILE},
-    startup::{ROUTER_FILE, ROUTER_OWNER, ipam_config},
+    startup::ipam_config,
 };
 use crate::{
     cni::{
