@@ -15,6 +15,7 @@ mod ops;
 mod queue;
 mod records;
 mod remote;
+mod restore;
 mod result;
 mod rewire;
 mod router;
@@ -356,7 +357,7 @@ impl Daemon {
             &st.node_networks,
             &mut st.reported_overlaps,
         );
-        startup::finish_restore(&mut state, &self.opts);
+        startup::finish_restore(&mut state, &self.opts, &self.records);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
         let own_ips: std::collections::BTreeSet<IpAddr> =
             netdev::host_ips(&state, snapshot.own_node())

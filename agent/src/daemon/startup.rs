@@ -68,7 +68,7 @@ pub(super) async fn start(
         reported_overlaps: std::collections::BTreeSet::new(),
     };
     state.unrestored = unrestored(&records, &mut state, &config.default_pool).await?;
-    finish_restore(&mut state, &opts);
+    finish_restore(&mut state, &opts, &records);
     let daemon = Daemon {
         opts,
         config,
@@ -161,6 +161,7 @@ pub fn ipam_config(config: &AgentConfig) -> IpamConfig {
         ipv6: config.enable_ipv6,
         health_checking: config.health_checking,
         only_masquerade_default_pool: config.only_masquerade_default_pool,
+        bypass_ip_availability_upon_restore: config.bypass_ip_availability_upon_restore,
     }
 }
 
@@ -218,21 +219,36 @@ async fn unrestored(
     Ok(out)
 }
 
-/// Retry restoring recorded addresses (pools may appear later); once all are back, mark the
-/// restore finished and make sure the router addresses exist.
-pub(super) fn finish_restore(state: &mut State, opts: &DaemonOptions) {
+/// Retry restoring recorded addresses (pools may appear later); an address that can never
+/// come back is reported and its record marked ([`super::restore`]) instead of holding up new
+/// pods. Once none waits, mark the restore finished and make sure the router addresses exist.
+pub(super) fn finish_restore(state: &mut State, opts: &DaemonOptions, records: &Records) {
+    use super::restore::Outcome;
     let now = Instant::now();
     let pending = std::mem::take(&mut state.unrestored);
     let had_pending = !pending.is_empty();
+    let mut decided = Vec::new();
     for (ip, owner, pool) in pending {
-        if let Err(error) = state.ipam.restore(ip, &owner, &pool, now) {
-            warn!(%error, %ip, %owner, "cannot restore yet; new allocations wait");
-            state.unrestored.push((ip, owner, pool));
+        match super::restore::try_restore(state, ip, &owner, &pool, now) {
+            Outcome::Restored => decided.push((ip, owner, None)),
+            Outcome::Bypassed => {
+                warn!(%ip, pod = %owner, "Bypassing IP not available error on endpoint restore (bypass-ip-availability-upon-restore)");
+                decided.push((ip, owner, None));
+            }
+            Outcome::Wait(reason) => {
+                warn!(%ip, pod = %owner, %reason, "cannot restore yet; new allocations wait");
+                state.unrestored.push((ip, owner, pool));
+            }
+            Outcome::Lost(reason) => {
+                warn!(%ip, pod = %owner, %pool, %reason, "address not restored: it can never be held again here; new pods proceed, the pod keeps it until it is deleted");
+                decided.push((ip, owner, Some(reason)));
+            }
         }
     }
+    super::restore::mark_records(records, &decided);
     if state.unrestored.is_empty() {
         if had_pending {
-            info!("all endpoint addresses restored");
+            info!("all endpoint addresses restored (or reported)");
         }
         state.ipam.restore_finished();
         super::router::ensure_router(state, &opts.state_dir);

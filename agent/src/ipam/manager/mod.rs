@@ -10,7 +10,7 @@ use ipnet::IpNet;
 
 use super::{
     Family, Random,
-    crdalloc::{CrdAllocator, required_ips},
+    crdalloc::{CrdAllocator, CrdError, required_ips},
     hostscope::HostScopeAllocator,
     mode::{AllocatorKind, IpamMode},
     multipool::{MultiPoolConfig, MultiPoolError, MultiPoolManager},
@@ -43,6 +43,9 @@ pub struct IpamConfig {
     pub health_checking: bool,
     /// `only-masquerade-default-pool`.
     pub only_masquerade_default_pool: bool,
+    /// `bypass-ip-availability-upon-restore`: a recorded IPv4 address that left
+    /// `spec.ipam.pool` (CRD modes) is restored anyway.
+    pub bypass_ip_availability_upon_restore: bool,
 }
 
 /// One address handed to a pod.
@@ -70,6 +73,13 @@ pub enum IpamError {
     /// The allocation failed for good (exhausted, no matching pool, …).
     #[error("{reason}")]
     Failed {
+        /// Cilium's wording.
+        reason: String,
+    },
+    /// A recorded address cannot be taken again, and never will be under this configuration
+    /// and CiliumNode (it left the pool or the pod CIDR, or is taken twice).
+    #[error("{reason}")]
+    Unrestorable {
         /// Cilium's wording.
         reason: String,
     },
@@ -147,7 +157,9 @@ impl IpamManager {
         &self.config
     }
 
-    fn families(&self) -> Vec<Family> {
+    /// The enabled families, in Cilium's allocation order (IPv6 first).
+    #[must_use]
+    pub fn families(&self) -> Vec<Family> {
         // Cilium allocates IPv6 first, then IPv4.
         let mut f = Vec::new();
         if self.config.ipv6 {
@@ -311,12 +323,30 @@ impl IpamManager {
         rng: &mut dyn Random,
         now: Instant,
     ) -> Result<Vec<Allocated>, IpamError> {
+        let families = self.families();
+        self.allocate_families(owner, &families, objects, pools, rng, now)
+    }
+
+    /// [`Self::allocate`] for the given families only (the router, when some families'
+    /// addresses were restored).
+    ///
+    /// # Errors
+    /// As [`Self::allocate`].
+    pub fn allocate_families(
+        &mut self,
+        owner: &str,
+        families: &[Family],
+        objects: &dyn ObjectLookup,
+        pools: &[CiliumPodIPPool],
+        rng: &mut dyn Random,
+        now: Instant,
+    ) -> Result<Vec<Allocated>, IpamError> {
         if !self.started {
             self.ready()?;
             self.started = true;
         }
         let mut done: Vec<Allocated> = Vec::new();
-        for family in self.families() {
+        for family in families.iter().copied() {
             match self.allocate_family(owner, family, objects, pools, rng, now) {
                 Ok(a) => done.push(a),
                 Err(e) => {
@@ -369,8 +399,7 @@ impl IpamManager {
             Backend::Crd(crd) => {
                 let size = crd.capacity(family);
                 let a = crd.allocate_next(owner, family, rng).map_err(|e| match e {
-                    super::crdalloc::CrdError::Exhausted { .. }
-                    | super::crdalloc::CrdError::ExhaustedCrd { .. } => {
+                    CrdError::Exhausted { .. } | CrdError::ExhaustedCrd { .. } => {
                         exhausted("spec.ipam.pool", family, size as u128, &e)
                     }
                     other => failed(other),
@@ -408,10 +437,14 @@ impl IpamManager {
         }
     }
 
-    /// Take `ip` for `owner` again (agent restart, `[restored]` owners), in `pool`.
+    /// Take `ip` for `owner` again (agent restart, `[restored]` owners; the router), in
+    /// `pool`.
     ///
     /// # Errors
-    /// The address is not available (out of range, taken, pool unknown), Cilium's wording.
+    /// [`IpamError::NotReady`]: what the address needs has not arrived yet (the pod CIDR, the
+    /// CiliumNode or its pool, a multi-pool pool's CIDRs of the family): try again later.
+    /// [`IpamError::Unrestorable`]: the address is out of range, taken or in the release
+    /// handshake (Cilium's wording) — final once [`Self::ready`] is `Ok`.
     pub fn restore(
         &mut self,
         ip: IpAddr,
@@ -419,23 +452,63 @@ impl IpamManager {
         pool: &str,
         now: Instant,
     ) -> Result<(), IpamError> {
+        let not_ready = |e: &dyn std::fmt::Display| IpamError::NotReady {
+            reason: e.to_string(),
+        };
+        let unrestorable = |e: &dyn std::fmt::Display| IpamError::Unrestorable {
+            reason: e.to_string(),
+        };
         match &mut self.backend {
             Backend::HostScope { v4, v6 } => {
+                let family = Family::of(&ip);
                 let slot = if ip.is_ipv4() { v4 } else { v6 };
-                let alloc = slot.as_mut().ok_or_else(|| {
-                    failed(format!(
-                        "{} allocation disabled",
-                        family_word(Family::of(&ip))
-                    ))
-                })?;
-                alloc.allocate(ip).map(|_| ()).map_err(failed)
+                let Some(alloc) = slot.as_mut() else {
+                    return Err(not_ready(&format!(
+                        "{} allocation CIDR is not configured",
+                        family_word(family)
+                    )));
+                };
+                alloc.allocate(ip).map(|_| ()).map_err(|e| unrestorable(&e))
             }
-            Backend::Crd(crd) => crd.allocate(ip, owner).map(|_| ()).map_err(failed),
-            Backend::Multi(multi) => multi
-                .allocate_ip(ip, owner, pool, now)
-                .map(|_| ())
-                .map_err(failed),
+            Backend::Crd(crd) => match crd.allocate(ip, owner) {
+                Ok(_) => Ok(()),
+                Err(e @ (CrdError::NodeUnavailable | CrdError::NoPool)) => Err(not_ready(&e)),
+                Err(e) => Err(unrestorable(&e)),
+            },
+            Backend::Multi(multi) => match multi.allocate_ip(ip, owner, pool, now) {
+                Ok(_) => Ok(()),
+                Err(e) if e.is_pool_not_ready() => Err(not_ready(&e)),
+                Err(e) => Err(unrestorable(&e)),
+            },
             Backend::Delegated => Err(failed("Operation not supported")),
+        }
+    }
+
+    /// [`Self::restore`] for an endpoint's recorded address, with
+    /// `bypass-ip-availability-upon-restore`: in the CRD modes an IPv4 address that is no
+    /// longer in `spec.ipam.pool` is held anyway (Cilium ignores `ErrIPNotAvailableInPool`
+    /// then). Returns whether the bypass was used.
+    ///
+    /// # Errors
+    /// As [`Self::restore`].
+    pub fn restore_endpoint(
+        &mut self,
+        ip: IpAddr,
+        owner: &str,
+        pool: &str,
+        now: Instant,
+    ) -> Result<bool, IpamError> {
+        let bypass = self.config.bypass_ip_availability_upon_restore && ip.is_ipv4();
+        match &mut self.backend {
+            Backend::Crd(crd) if bypass => match crd.allocate(ip, owner) {
+                Err(e) if e.is_not_in_pool(ip) => {
+                    crd.allocate_outside_pool(ip, owner);
+                    Ok(true)
+                }
+                Ok(_) => Ok(false),
+                Err(_) => self.restore(ip, owner, pool, now).map(|()| false),
+            },
+            _ => self.restore(ip, owner, pool, now).map(|()| false),
         }
     }
 
