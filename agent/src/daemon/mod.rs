@@ -119,6 +119,9 @@ pub enum DaemonError {
     /// IPAM could not be set up.
     #[error("IPAM")]
     Ipam(#[from] crate::ipam::manager::IpamError),
+    /// `router.json` cannot be read.
+    #[error("router addresses")]
+    Router(#[from] router::RouterError),
     /// The endpoint records could not be read.
     #[error("endpoint records")]
     Records(#[from] RecordError),
@@ -371,7 +374,8 @@ impl Daemon {
         )
         .await;
         netdev::reload_masq(&mut state);
-        let write = state.ipam.node_write(snapshot.own_node(), Instant::now());
+        let mut write = state.ipam.node_write(snapshot.own_node(), Instant::now());
+        write.cilium_internal_ips = router::write_back(&state.router, snapshot.own_node());
         drop(state);
         if write != crate::store::NodeWrite::default() {
             self.store.write_node(write, &snapshot.write_base());

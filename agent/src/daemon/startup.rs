@@ -47,6 +47,7 @@ pub(super) async fn start(
     start_operator(&store, &config, &opts.node_name)?;
     let records = Records::open(&opts.state_dir)?;
     sanity::check_mode(&opts.state_dir, config.ipam, &records)?;
+    super::router::load(&opts.state_dir)?;
     let node_networks = sanity::read_node_networks().await?;
     sanity::check_overlaps(config.ipam, snapshot.own_node(), &node_networks)?;
     let net = super::netdev::setup(&mut datapath, &config).await?;

@@ -1,5 +1,6 @@
 //! The one task that writes the own CiliumNode: `status.ipam.used` / `release-ips` through the
-//! status subresource, `spec.ipam.pools` through an update of the main resource.
+//! status subresource, `spec.ipam.pools` and the `CiliumInternalIP` entries of
+//! `spec.addresses` through an update of the main resource.
 //!
 //! Writes are coalesced and debounced (at most one round per `ipam-cilium-node-update-rate`
 //! after a successful write), sent only when they change the object, and conditional: each
@@ -28,7 +29,7 @@ use crate::{
     crd::node::CiliumNode,
     store::{
         NodeWrite, merge_writes,
-        writeback::{self, POOLS, RELEASE_IPS, USED},
+        writeback::{self, ADDRESSES, POOLS, RELEASE_IPS, USED},
     },
 };
 
@@ -190,9 +191,14 @@ fn parts(
         used: write.used.clone().filter(|_| allowed(&USED)),
         release_ips: write.release_ips.clone().filter(|_| allowed(&RELEASE_IPS)),
         pools: None,
+        cilium_internal_ips: None,
     };
     let spec = NodeWrite {
         pools: write.pools.clone().filter(|_| allowed(&POOLS)),
+        cilium_internal_ips: write
+            .cilium_internal_ips
+            .clone()
+            .filter(|_| allowed(&ADDRESSES)),
         ..NodeWrite::default()
     };
     (status, spec)
@@ -235,6 +241,7 @@ mod tests {
             )])),
             release_ips: None,
             pools: Some(IpamPoolSpec::default()),
+            cilium_internal_ips: None,
         }
     }
 

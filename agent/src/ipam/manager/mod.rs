@@ -555,6 +555,7 @@ impl IpamManager {
                 used: Some(crd.used()),
                 release_ips: Some(crd.release_ips()),
                 pools: None,
+                cilium_internal_ips: None,
             },
             Backend::Multi(multi) => {
                 let update = multi.pool_spec(&current_pools, now);
@@ -562,6 +563,7 @@ impl IpamManager {
                     used: stale_used.then(BTreeMap::new),
                     release_ips: None,
                     pools: update.changed.then_some(update.spec),
+                    cilium_internal_ips: None,
                 }
             }
             Backend::HostScope { .. } | Backend::Delegated => NodeIpamWrite::default(),
