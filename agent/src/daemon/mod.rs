@@ -2,10 +2,11 @@
 //!
 //! Start-up: load the datapath (adopting pins), open the store, resolve the configuration
 //! (file, then CiliumNodeConfig for this node, then flags), restore every endpoint record's
-//! addresses before anything new is handed out, replay DELs queued while the agent was down,
-//! then serve the CNI socket. After that, every store change (and a one-minute tick, as
-//! Cilium's refresh) re-feeds IPAM and writes back what the agent owns in its CiliumNode.
-//! All pod operations run under one lock, so allocations never race.
+//! addresses before anything new is handed out (reporting those that can never come back),
+//! reserve the router addresses, replay DELs queued while the agent was down (again on every
+//! tick until they succeed), then serve the CNI socket. After that, every store change (and a
+//! one-minute tick, as Cilium's refresh) re-feeds IPAM and writes back what the agent owns in
+//! its CiliumNode. All pod operations run under one lock, so allocations never race.
 
 mod identities;
 mod lock;
@@ -298,7 +299,7 @@ impl Daemon {
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                     continue;
                 }
-                _ = tick.tick() => {}
+                _ = tick.tick() => queue::replay_deletes(&daemon).await,
             }
             let snapshot = snapshots.borrow_and_update().clone();
             daemon.sync(snapshot).await;

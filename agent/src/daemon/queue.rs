@@ -1,12 +1,14 @@
-//! The DELs `weft-cni` queued on disk while the agent was down: replayed at start-up. Must not
-//! touch anything but the queue directory and the daemon's DEL operation.
+//! The DELs `weft-cni` queued on disk while the agent was down: replayed at start-up and on
+//! every tick of the sync loop. A DEL whose replay fails stays queued and is tried again; one
+//! that cannot be read is set aside (`.unreadable`) with a warning. Must not touch anything but
+//! the queue directory and the daemon's DEL operation.
 
 use tracing::{info, warn};
 
 use super::Daemon;
-use crate::cni::proto::Request;
+use crate::cni::proto::{Request, Response};
 
-/// Replay DELs `weft-cni` queued while the agent was down, then remove them.
+/// Replay every queued DEL; remove those that succeeded.
 pub(super) async fn replay_deletes(daemon: &Daemon) {
     let Ok(entries) = std::fs::read_dir(&daemon.opts.delete_queue) else {
         return;
@@ -20,11 +22,18 @@ pub(super) async fn replay_deletes(daemon: &Daemon) {
         let request = std::fs::read(&path)
             .ok()
             .and_then(|b| serde_json::from_slice::<Request>(&b).ok());
-        if let Some(Request::Del(pod)) = request {
-            info!(container = %pod.container_id, "replaying queued DEL");
-            let _ = daemon.del(&pod).await;
-        } else {
-            warn!(path = %path.display(), "ignoring an unreadable queued DEL");
+        let Some(Request::Del(pod)) = request else {
+            let aside = path.with_extension("json.unreadable");
+            warn!(path = %path.display(), aside = %aside.display(), "setting aside an unreadable queued DEL; DEL that pod by hand if it still holds an address");
+            if let Err(error) = std::fs::rename(&path, &aside) {
+                warn!(%error, path = %path.display(), "setting aside an unreadable queued DEL");
+            }
+            continue;
+        };
+        info!(container = %pod.container_id, "replaying queued DEL");
+        if let Response::Error(error) = daemon.del(&pod).await {
+            warn!(container = %pod.container_id, path = %path.display(), error = %error.msg, details = %error.details, "replaying a queued DEL failed; it stays queued and is retried");
+            continue;
         }
         if let Err(error) = std::fs::remove_file(&path) {
             warn!(%error, path = %path.display(), "removing a replayed DEL");
