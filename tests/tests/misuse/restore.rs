@@ -1,6 +1,7 @@
 //! Restarts over state that no longer fits: the router address the CiliumNode names
 //! (`CiliumInternalIP`), recorded addresses that cannot come back (an address that left
-//! `spec.ipam.pool`), a truncated `router.json`, and a queued DEL whose replay fails.
+//! `spec.ipam.pool`, a changed podCIDR, a deleted CiliumPodIPPool), a truncated `router.json`,
+//! and a queued DEL whose replay fails.
 
 use std::{
     net::IpAddr,
@@ -388,5 +389,49 @@ fn a_changed_pod_cidr_does_not_wedge_the_node() {
             .to_string()
             .contains(&IpAddr::to_string(&gone)),
         "status must list {gone}: {status}"
+    );
+}
+
+/// The example node with only the `default` pool's CIDRs (multi-pool).
+const DEFAULT_POOL_ONLY: &str = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\n\
+                                 spec:\n  addresses:\n  - type: InternalIP\n    ip: 192.0.2.10\n  ipam:\n    \
+                                 pools:\n      allocated:\n      - pool: default\n        cidrs:\n        \
+                                 - 10.200.0.0/27\n        - fd00:200::/123\n";
+
+/// A pod of a CiliumPodIPPool deleted while the agent was down does not hold up the node
+/// (multi-pool); it is listed in `status`.
+#[test]
+fn a_deleted_pool_does_not_wedge_the_node() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let mut agent = Agent::new(
+        &example_store(),
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-cilium-node-update-rate",
+            "200ms",
+        ],
+    );
+    agent.start();
+    let rover = add(&agent, "mars", "rover");
+    agent.stop();
+    std::fs::remove_file(agent.store.join("ciliumpodippools/mars.yaml")).expect("delete pool");
+    agent.put_doc("ciliumnodes/node1.yaml", DEFAULT_POOL_ONLY);
+    agent.start();
+    let (_netns, call) = add_once(&agent, "default", "db");
+    assert_eq!(
+        call.code,
+        0,
+        "a new pod must not wait for a deleted pool: {}\n{}",
+        call.stdout,
+        agent.log()
+    );
+    let status = status_json(&agent);
+    let problems = status["problems"].to_string();
+    assert!(
+        problems.contains("mars/rover") && problems.contains("\\\"mars\\\" does not exist"),
+        "status must list the deleted pool's pod {:?}: {status}",
+        rover.ips
     );
 }
