@@ -112,3 +112,55 @@ pub(super) fn problems(records: &Records) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::{EndpointRecord, RecordAddr};
+
+    fn record(id: &str, owner: &str, ip: &str) -> EndpointRecord {
+        EndpointRecord {
+            container_id: id.to_owned(),
+            ifname: "eth0".to_owned(),
+            netns: "/var/run/netns/x".into(),
+            owner: owner.to_owned(),
+            host_ifname: format!("wft{id}"),
+            addrs: vec![RecordAddr {
+                ip: ip.parse().expect("ip"),
+                pool: "default".to_owned(),
+                skip_masquerade: false,
+            }],
+            result: None,
+            not_restored: None,
+        }
+    }
+
+    #[test]
+    fn lost_addresses_mark_their_record_and_a_later_restore_unmarks_it() {
+        let dir = std::env::temp_dir().join(format!("weft-restore-{}", std::process::id()));
+        let records = Records::open(&dir).expect("records");
+        records
+            .put(&record("a", "ns/web", "10.0.0.5"))
+            .expect("put");
+        records.put(&record("b", "ns/db", "10.0.0.6")).expect("put");
+        let ip: IpAddr = "10.0.0.5".parse().expect("ip");
+        let lost = vec![(
+            ip,
+            restored_owner("ns/web"),
+            Some("IP 10.0.0.5 is not available".to_owned()),
+        )];
+        mark_records(&records, &lost);
+        let listed = problems(&records);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert!(
+            listed[0].contains("ns/web")
+                && listed[0].contains("10.0.0.5: IP 10.0.0.5 is not available"),
+            "{listed:?}"
+        );
+        let untouched = records.get("b", "eth0").expect("get").expect("b");
+        assert_eq!(untouched.not_restored, None);
+        mark_records(&records, &[(ip, restored_owner("ns/web"), None)]);
+        assert!(problems(&records).is_empty(), "restored at a later start");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}

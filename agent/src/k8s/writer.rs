@@ -265,6 +265,23 @@ mod tests {
     }
 
     #[test]
+    fn the_router_goes_with_the_spec_and_waits_for_another_writers_addresses() {
+        let router = NodeWrite {
+            cilium_internal_ips: Some(vec!["10.0.0.1".parse().expect("ip")]),
+            ..NodeWrite::default()
+        };
+        let base = json!({"metadata": {"resourceVersion": "5"}, "spec": {"addresses": [{"type": "InternalIP", "ip": "192.0.2.1"}]}});
+        let (status, spec) = parts(&base, Some(&base), "5", &router);
+        assert!(status.cilium_internal_ips.is_none() && spec.cilium_internal_ips.is_some());
+        let fresh = json!({"metadata": {"resourceVersion": "6"}, "spec": {"addresses": [{"type": "InternalIP", "ip": "192.0.2.2"}]}});
+        let (_, spec) = parts(&fresh, Some(&base), "5", &router);
+        assert!(
+            spec.cilium_internal_ips.is_none(),
+            "discovery changed spec.addresses since"
+        );
+    }
+
+    #[test]
     fn an_invalid_field_is_never_overwritten() {
         let fresh = json!({"metadata": {"resourceVersion": "6"}, "spec": {"ipam": {"pools": {"allocated": [{"pool": "a", "cidrs": ["bogus"]}]}}}});
         let (status, spec) = parts(&fresh, Some(&fresh), "6", &write());
