@@ -264,7 +264,7 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub cluster_name: Option<String>,
     /// Restore a recorded IPv4 address that left `spec.ipam.pool` (crd modes) anyway.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub bypass_ip_availability_upon_restore: Option<String>,
     /// Create the own CiliumNode when missing (Kubernetes; default true).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
