@@ -263,6 +263,9 @@ pub struct ConfigArgs {
     /// Cluster name, part of every pod's security labels (default `default`).
     #[arg(long)]
     pub cluster_name: Option<String>,
+    /// Restore a recorded IPv4 address that left `spec.ipam.pool` (crd modes) anyway.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub bypass_ip_availability_upon_restore: Option<String>,
     /// Create the own CiliumNode when missing (Kubernetes; default true).
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub auto_create_cilium_node_resource: Option<String>,
@@ -331,6 +334,10 @@ impl ConfigArgs {
             ("ipv6-native-routing-cidr", &self.ipv6_native_routing_cidr),
             ("auto-direct-node-routes", &self.auto_direct_node_routes),
             ("cluster-name", &self.cluster_name),
+            (
+                "bypass-ip-availability-upon-restore",
+                &self.bypass_ip_availability_upon_restore,
+            ),
             (
                 "auto-create-cilium-node-resource",
                 &self.auto_create_cilium_node_resource,

@@ -18,7 +18,7 @@ use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored, and listed in one
 /// warning by [`keys::warn_unknown`]). Each has its documentation in [`reference::REFERENCE`].
-pub const KEYS: [&str; 38] = [
+pub const KEYS: [&str; 39] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -44,6 +44,7 @@ pub const KEYS: [&str; 38] = [
     "read-cni-conf",
     "auto-direct-node-routes",
     "cluster-name",
+    "bypass-ip-availability-upon-restore",
     "eni-first-interface-index",
     "eni-subnet-ids",
     "eni-subnet-tags",
@@ -108,6 +109,9 @@ pub struct AgentConfig {
     pub auto_direct_node_routes: bool,
     /// `cluster-name` (default `default`): part of every pod's security labels.
     pub cluster_name: String,
+    /// `bypass-ip-availability-upon-restore` (default false): restore a recorded IPv4
+    /// address that left `spec.ipam.pool` (CRD modes) instead of reporting it.
+    pub bypass_ip_availability_upon_restore: bool,
     /// `cluster-pool-ipv4-cidr`, `cluster-pool-ipv4-mask-size` (default 24) and the IPv6 twins
     /// (default 112), with `enable-ipv4`/`enable-ipv6` as the families: the operator's
     /// cluster-pool settings, used by the in-process allocator of the single-host store.
@@ -179,6 +183,7 @@ impl Default for AgentConfig {
             node_seed: NodeSeedConfig::default(),
             auto_direct_node_routes: false,
             cluster_name: crate::identity::DEFAULT_CLUSTER.to_owned(),
+            bypass_ip_availability_upon_restore: false,
             cluster_pool: ClusterPoolConfig::default(),
         }
     }
@@ -262,6 +267,10 @@ impl AgentConfig {
                 }
                 "auto-direct-node-routes" => {
                     config.auto_direct_node_routes =
+                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
+                }
+                "bypass-ip-availability-upon-restore" => {
+                    config.bypass_ip_availability_upon_restore =
                         parse_bool(value).ok_or_else(|| bad("true or false"))?;
                 }
                 "cluster-name" if !value.is_empty() => value.clone_into(&mut config.cluster_name),

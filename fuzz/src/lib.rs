@@ -216,6 +216,7 @@ fn ipam_config(mode: IpamMode) -> IpamConfig {
         ipv6: true,
         health_checking: false,
         only_masquerade_default_pool: false,
+        bypass_ip_availability_upon_restore: false,
     }
 }
 

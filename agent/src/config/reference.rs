@@ -279,6 +279,12 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
         Modes::All,
         "cluster name in every pod's security labels",
     ),
+    agent(
+        "bypass-ip-availability-upon-restore",
+        Value("false"),
+        Modes::Only(&[Crd, Azure, AlibabaCloud]),
+        "restore a recorded IPv4 address that left `spec.ipam.pool` instead of reporting it",
+    ),
     eni(
         "eni-first-interface-index",
         Value("0"),

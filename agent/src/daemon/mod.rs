@@ -2,20 +2,24 @@
 //!
 //! Start-up: load the datapath (adopting pins), open the store, resolve the configuration
 //! (file, then CiliumNodeConfig for this node, then flags), restore every endpoint record's
-//! addresses before anything new is handed out, replay DELs queued while the agent was down,
-//! then serve the CNI socket. After that, every store change (and a one-minute tick, as
-//! Cilium's refresh) re-feeds IPAM and writes back what the agent owns in its CiliumNode.
-//! All pod operations run under one lock, so allocations never race.
+//! addresses before anything new is handed out (reporting those that can never come back),
+//! reserve the router addresses, replay DELs queued while the agent was down (again on every
+//! tick until they succeed), then serve the CNI socket. After that, every store change (and a
+//! one-minute tick, as Cilium's refresh) re-feeds IPAM and writes back what the agent owns in
+//! its CiliumNode. All pod operations run under one lock, so allocations never race.
 
 mod identities;
 mod lock;
 mod netdev;
 mod observe;
 mod ops;
+mod queue;
 mod records;
 mod remote;
+mod restore;
 mod result;
 mod rewire;
+mod router;
 mod sanity;
 mod startup;
 
@@ -32,8 +36,9 @@ use tracing::{info, warn};
 
 pub use self::{
     records::{EndpointRecord, RECORDS_DIR, RecordAddr, RecordError, Records},
+    router::{ROUTER_FILE, ROUTER_OWNER},
     sanity::{CheckError, MODE_FILE},
-    startup::{ROUTER_FILE, ROUTER_OWNER, ipam_config},
+    startup::ipam_config,
 };
 use crate::{
     cni::{
@@ -115,6 +120,9 @@ pub enum DaemonError {
     /// IPAM could not be set up.
     #[error("IPAM")]
     Ipam(#[from] crate::ipam::manager::IpamError),
+    /// `router.json` cannot be read.
+    #[error("router addresses")]
+    Router(#[from] router::RouterError),
     /// The endpoint records could not be read.
     #[error("endpoint records")]
     Records(#[from] RecordError),
@@ -292,7 +300,7 @@ impl Daemon {
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                     continue;
                 }
-                _ = tick.tick() => {}
+                _ = tick.tick() => queue::replay_deletes(&daemon).await,
             }
             let snapshot = snapshots.borrow_and_update().clone();
             daemon.sync(snapshot).await;
@@ -359,7 +367,7 @@ impl Daemon {
             snapshot.own_node(),
             &mut st.reported_overlaps,
         );
-        startup::finish_restore(&mut state, &self.opts);
+        startup::finish_restore(&mut state, &self.opts, &self.records);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
         let own_ips: std::collections::BTreeSet<IpAddr> =
             netdev::host_ips(&state, snapshot.own_node())
@@ -373,7 +381,8 @@ impl Daemon {
         )
         .await;
         netdev::reload_masq(&mut state);
-        let write = state.ipam.node_write(snapshot.own_node(), Instant::now());
+        let mut write = state.ipam.node_write(snapshot.own_node(), Instant::now());
+        write.cilium_internal_ips = router::write_back(&state.router, snapshot.own_node());
         drop(state);
         if write != crate::store::NodeWrite::default() {
             self.store.write_node(write, &snapshot.write_base());

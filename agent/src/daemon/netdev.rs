@@ -108,7 +108,8 @@ pub(super) fn masq_addresses(config: &AgentConfig, addrs: &[IpAddr]) -> NetdevCo
 }
 
 /// The node's own addresses: native devices, router (gateway) addresses, CiliumNode
-/// `spec.addresses`.
+/// `spec.addresses` (but its `CiliumInternalIP` entries: the router addresses are the real
+/// ones, and the CiliumNode may still name an old router until the write-back lands).
 pub(super) fn host_ips(state: &State, node: Option<&CiliumNode>) -> Vec<IpAddr> {
     let mut ips: BTreeSet<IpAddr> = state.net.device_ips.iter().copied().collect();
     ips.extend(state.router.iter().copied());
@@ -117,6 +118,7 @@ pub(super) fn host_ips(state: &State, node: Option<&CiliumNode>) -> Vec<IpAddr> 
             node.spec
                 .addresses
                 .iter()
+                .filter(|a| a.address_type != crate::store::writeback::CILIUM_INTERNAL_IP)
                 .filter_map(|a| a.ip.parse::<IpAddr>().ok()),
         );
     }

@@ -164,6 +164,7 @@ impl Daemon {
         if let Some(reason) = &view.not_ready {
             problems.push(format!("IPAM not ready: {reason}"));
         }
+        problems.extend(super::restore::problems(&self.records));
         let operator_error = view
             .snapshot
             .own_node()

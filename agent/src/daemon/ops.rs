@@ -256,6 +256,7 @@ impl Daemon {
                 })
                 .collect(),
             result: None,
+            not_restored: None,
         };
         if let Err(e) = self.records.put(&record) {
             return Err(error(

@@ -44,6 +44,10 @@ pub struct EndpointRecord {
     /// The ADD result, replayed for a repeated ADD. `None`: the ADD was still in progress
     /// (written before wiring, so an agent killed half-way knows what to undo).
     pub result: Option<CniResult>,
+    /// Why some of its addresses could not be restored at the last start (set by the agent;
+    /// `status` lists it). `None`: all were restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_restored: Option<String>,
 }
 
 /// The records directory.

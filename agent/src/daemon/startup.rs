@@ -1,14 +1,13 @@
 //! Daemon start-up: datapath, store, configuration, and the restore of every address an
 //! endpoint record holds (plus the router addresses) before any new address is handed out.
 
-use std::{net::IpAddr, path::Path, sync::Arc, time::Instant};
+use std::{net::IpAddr, sync::Arc, time::Instant};
 
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
 use super::{Daemon, DaemonError, DaemonOptions, Records, State, sanity};
 use crate::{
-    cni::proto::Request,
     config::AgentConfig,
     crd::nodeconfig::resolve_node_config,
     datapath::Datapath,
@@ -23,11 +22,6 @@ use crate::{
         },
     },
 };
-
-/// Owner of the router (gateway) addresses, as in Cilium.
-pub const ROUTER_OWNER: &str = "router";
-/// The router addresses (and their pools) under the state directory.
-pub const ROUTER_FILE: &str = "router.json";
 
 pub(super) async fn start(
     opts: DaemonOptions,
@@ -54,6 +48,7 @@ pub(super) async fn start(
     let records = Records::open(&opts.state_dir)?;
     sanity::check_mode(&opts.state_dir, config.ipam, &records)?;
     sanity::check_restorable(&opts.state_dir, &config, &records)?;
+    super::router::load(&opts.state_dir)?;
     let node_networks = sanity::read_node_networks().await?;
     sanity::check_overlaps(config.ipam, snapshot.own_node(), &node_networks)?;
     let net = super::netdev::setup(&mut datapath, &config).await?;
@@ -75,7 +70,7 @@ pub(super) async fn start(
         reported_overlaps: std::collections::BTreeSet::new(),
     };
     state.unrestored = unrestored(&records, &mut state, &config.default_pool).await?;
-    finish_restore(&mut state, &opts);
+    finish_restore(&mut state, &opts, &records);
     let daemon = Daemon {
         opts,
         config,
@@ -88,7 +83,7 @@ pub(super) async fn start(
         started,
         _locks: locks,
     };
-    replay_deletes(&daemon).await;
+    super::queue::replay_deletes(&daemon).await;
     let snapshot = daemon.store.snapshots().borrow().clone();
     daemon.sync(snapshot).await;
     Ok(daemon)
@@ -168,6 +163,7 @@ pub fn ipam_config(config: &AgentConfig) -> IpamConfig {
         ipv6: config.enable_ipv6,
         health_checking: config.health_checking,
         only_masquerade_default_pool: config.only_masquerade_default_pool,
+        bypass_ip_availability_upon_restore: config.bypass_ip_availability_upon_restore,
     }
 }
 
@@ -225,95 +221,38 @@ async fn unrestored(
     Ok(out)
 }
 
-/// Retry restoring recorded addresses (pools may appear later); once all are back, mark the
-/// restore finished and make sure the router addresses exist.
-pub(super) fn finish_restore(state: &mut State, opts: &DaemonOptions) {
+/// Retry restoring recorded addresses (pools may appear later); an address that can never
+/// come back is reported and its record marked ([`super::restore`]) instead of holding up new
+/// pods. Once none waits, mark the restore finished and make sure the router addresses exist.
+pub(super) fn finish_restore(state: &mut State, opts: &DaemonOptions, records: &Records) {
+    use super::restore::Outcome;
     let now = Instant::now();
     let pending = std::mem::take(&mut state.unrestored);
     let had_pending = !pending.is_empty();
+    let mut decided = Vec::new();
     for (ip, owner, pool) in pending {
-        if let Err(error) = state.ipam.restore(ip, &owner, &pool, now) {
-            warn!(%error, %ip, %owner, "cannot restore yet; new allocations wait");
-            state.unrestored.push((ip, owner, pool));
+        match super::restore::try_restore(state, ip, &owner, &pool, now) {
+            Outcome::Restored => decided.push((ip, owner, None)),
+            Outcome::Bypassed => {
+                warn!(%ip, pod = %owner, "Bypassing IP not available error on endpoint restore (bypass-ip-availability-upon-restore)");
+                decided.push((ip, owner, None));
+            }
+            Outcome::Wait(reason) => {
+                warn!(%ip, pod = %owner, %reason, "cannot restore yet; new allocations wait");
+                state.unrestored.push((ip, owner, pool));
+            }
+            Outcome::Lost(reason) => {
+                warn!(%ip, pod = %owner, %pool, %reason, "address not restored: it can never be held again here; new pods proceed, the pod keeps it until it is deleted");
+                decided.push((ip, owner, Some(reason)));
+            }
         }
     }
+    super::restore::mark_records(records, &decided);
     if state.unrestored.is_empty() {
         if had_pending {
-            info!("all endpoint addresses restored");
+            info!("all endpoint addresses restored (or reported)");
         }
         state.ipam.restore_finished();
-        ensure_router(state, &opts.state_dir);
-    }
-}
-
-/// Restore the router addresses from the state dir, or allocate them (owner `router`).
-fn ensure_router(state: &mut State, state_dir: &Path) {
-    if !state.router.is_empty() || state.ipam.ready().is_err() {
-        return;
-    }
-    let path = state_dir.join(ROUTER_FILE);
-    let saved: Vec<(IpAddr, String)> = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let now = Instant::now();
-    let mut restored = Vec::new();
-    for (ip, pool) in &saved {
-        match state.ipam.restore(*ip, ROUTER_OWNER, pool, now) {
-            Ok(()) => restored.push((*ip, pool.clone())),
-            Err(error) => {
-                warn!(%error, %ip, "router address no longer available; allocating a new one");
-            }
-        }
-    }
-    if restored.len() != saved.len() || saved.is_empty() {
-        for (ip, pool) in &restored {
-            state.ipam.release(*ip, pool);
-        }
-        let snapshot = Arc::clone(&state.snapshot);
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
-        match state
-            .ipam
-            .allocate(ROUTER_OWNER, snapshot.as_ref(), &pools, &mut state.rng, now)
-        {
-            Ok(list) => restored = list.into_iter().map(|a| (a.ip, a.pool)).collect(),
-            Err(error) => {
-                warn!(%error, "allocating router addresses; retrying on the next change");
-                return;
-            }
-        }
-    }
-    if let Ok(body) = serde_json::to_vec(&restored)
-        && let Err(error) = std::fs::write(&path, body)
-    {
-        warn!(%error, path = %path.display(), "saving router addresses");
-    }
-    state.router = restored.into_iter().map(|(ip, _)| ip).collect();
-    info!(router = ?state.router, "router addresses");
-}
-
-/// Replay DELs `weft-cni` queued while the agent was down, then remove them.
-async fn replay_deletes(daemon: &Daemon) {
-    let Ok(entries) = std::fs::read_dir(&daemon.opts.delete_queue) else {
-        return;
-    };
-    let mut files: Vec<_> = entries
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    for path in files {
-        let request = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Request>(&b).ok());
-        if let Some(Request::Del(pod)) = request {
-            info!(container = %pod.container_id, "replaying queued DEL");
-            let _ = daemon.del(&pod).await;
-        } else {
-            warn!(path = %path.display(), "ignoring an unreadable queued DEL");
-        }
-        if let Err(error) = std::fs::remove_file(&path) {
-            warn!(%error, path = %path.display(), "removing a replayed DEL");
-        }
+        super::router::ensure_router(state, &opts.state_dir);
     }
 }

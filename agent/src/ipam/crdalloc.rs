@@ -231,6 +231,13 @@ impl CrdAllocator {
         Ok(self.mark_allocated(ip, info, owner))
     }
 
+    /// Reserves `ip` for `owner` although `spec.ipam.pool` does not hold it
+    /// (`bypass-ip-availability-upon-restore`): it stays in `status.ipam.used` and is never
+    /// handed to another pod, should it come back to the pool.
+    pub fn allocate_outside_pool(&mut self, ip: IpAddr, owner: &str) {
+        self.mark_allocated(ip, AllocationIp::default(), owner);
+    }
+
     /// Reserves an address of `family` for `owner`. In `crd` mode a pool entry whose `owner`
     /// equals a non-empty `owner` is a static pin and is returned as is (allocated and
     /// handshake state are not checked). Otherwise a random entry among those not allocated,

@@ -313,7 +313,19 @@ pub fn apply(doc: &mut Value, seed: &Seed) -> bool {
         spec.insert("instance-id".to_owned(), json!(id));
     }
     if !seed.addresses.is_empty() {
-        spec.insert("addresses".to_owned(), json!(seed.addresses));
+        // The router addresses (`CiliumInternalIP`) are the agent's own: they stay.
+        let internal = crate::store::writeback::CILIUM_INTERNAL_IP;
+        let routers: Vec<Value> = spec
+            .get("addresses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|a| a.get("type").and_then(Value::as_str) == Some(internal))
+            .cloned()
+            .collect();
+        let mut addresses = seed.addresses.clone();
+        addresses.extend(routers);
+        spec.insert("addresses".to_owned(), Value::Array(addresses));
     }
     if !seed.ipam.is_empty() {
         let ipam = object(spec.entry("ipam").or_insert_with(|| json!({})));
@@ -496,14 +508,18 @@ mod tests {
         )
         .expect("seed");
         let mut doc = json!({"metadata": {"name": "n1"},
-            "spec": {"ipam": {"pool": {"10.0.0.1": {}}}, "future": 1}});
+            "spec": {"ipam": {"pool": {"10.0.0.1": {}}}, "future": 1,
+                     "addresses": [{"type": "InternalIP", "ip": "192.0.2.99"},
+                                   {"type": "CiliumInternalIP", "ip": "10.1.0.1"}]}});
         assert!(apply(&mut doc, &s));
         assert_eq!(doc["metadata"]["labels"], json!({"zone": "a"}));
         assert_eq!(doc["metadata"]["ownerReferences"][0]["uid"], "u1");
         assert_eq!(doc["spec"]["instance-id"], "i-1");
         assert_eq!(
             doc["spec"]["addresses"],
-            json!([{"type": "InternalIP", "ip": "192.0.2.1"}])
+            json!([{"type": "InternalIP", "ip": "192.0.2.1"},
+                   {"type": "CiliumInternalIP", "ip": "10.1.0.1"}]),
+            "the Node's addresses, and the router's kept"
         );
         assert_eq!(doc["spec"]["ipam"]["podCIDRs"], json!(["10.1.0.0/24"]));
         assert_eq!(doc["spec"]["ipam"]["pool"], json!({"10.0.0.1": {}}));

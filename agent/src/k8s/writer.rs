@@ -1,5 +1,6 @@
 //! The one task that writes the own CiliumNode: `status.ipam.used` / `release-ips` through the
-//! status subresource, `spec.ipam.pools` through an update of the main resource.
+//! status subresource, `spec.ipam.pools` and the `CiliumInternalIP` entries of
+//! `spec.addresses` through an update of the main resource.
 //!
 //! Writes are coalesced and debounced (at most one round per `ipam-cilium-node-update-rate`
 //! after a successful write), sent only when they change the object, and conditional: each
@@ -28,7 +29,7 @@ use crate::{
     crd::node::CiliumNode,
     store::{
         NodeWrite, merge_writes,
-        writeback::{self, POOLS, RELEASE_IPS, USED},
+        writeback::{self, ADDRESSES, POOLS, RELEASE_IPS, USED},
     },
 };
 
@@ -190,9 +191,14 @@ fn parts(
         used: write.used.clone().filter(|_| allowed(&USED)),
         release_ips: write.release_ips.clone().filter(|_| allowed(&RELEASE_IPS)),
         pools: None,
+        cilium_internal_ips: None,
     };
     let spec = NodeWrite {
         pools: write.pools.clone().filter(|_| allowed(&POOLS)),
+        cilium_internal_ips: write
+            .cilium_internal_ips
+            .clone()
+            .filter(|_| allowed(&ADDRESSES)),
         ..NodeWrite::default()
     };
     (status, spec)
@@ -235,6 +241,7 @@ mod tests {
             )])),
             release_ips: None,
             pools: Some(IpamPoolSpec::default()),
+            cilium_internal_ips: None,
         }
     }
 
@@ -255,6 +262,23 @@ mod tests {
         assert!(spec.pools.is_none(), "the operator added a CIDR since");
         let (_, spec) = parts(&fresh, None, "4", &write());
         assert!(spec.pools.is_none(), "unknown base: wait");
+    }
+
+    #[test]
+    fn the_router_goes_with_the_spec_and_waits_for_another_writers_addresses() {
+        let router = NodeWrite {
+            cilium_internal_ips: Some(vec!["10.0.0.1".parse().expect("ip")]),
+            ..NodeWrite::default()
+        };
+        let base = json!({"metadata": {"resourceVersion": "5"}, "spec": {"addresses": [{"type": "InternalIP", "ip": "192.0.2.1"}]}});
+        let (status, spec) = parts(&base, Some(&base), "5", &router);
+        assert!(status.cilium_internal_ips.is_none() && spec.cilium_internal_ips.is_some());
+        let fresh = json!({"metadata": {"resourceVersion": "6"}, "spec": {"addresses": [{"type": "InternalIP", "ip": "192.0.2.2"}]}});
+        let (_, spec) = parts(&fresh, Some(&base), "5", &router);
+        assert!(
+            spec.cilium_internal_ips.is_none(),
+            "discovery changed spec.addresses since"
+        );
     }
 
     #[test]

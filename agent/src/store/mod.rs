@@ -170,6 +170,7 @@ pub fn merge_writes(old: Option<NodeWrite>, new: NodeWrite) -> NodeWrite {
         used: new.used.or(old.used),
         release_ips: new.release_ips.or(old.release_ips),
         pools: new.pools.or(old.pools),
+        cilium_internal_ips: new.cilium_internal_ips.or(old.cilium_internal_ips),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Applying a [`NodeWrite`] (the agent's parts) or an [`OperatorWrite`] (the in-process
-//! operator's parts) to a CiliumNode document: set only the paths the writer owns, create the
+//! Applying a [`NodeWrite`] (the agent's parts: `status.ipam.used` and `release-ips`,
+//! `spec.ipam.pools`, the `CiliumInternalIP` entries of `spec.addresses`) or an
+//! [`OperatorWrite`] (the in-process operator's parts) to a CiliumNode document: set only the paths the writer owns, create the
 //! objects above them when missing, drop them when they become empty (Cilium's `omitempty`),
 //! and leave every other field exactly as it was.
 
@@ -11,6 +12,10 @@ use crate::store::{NodeWrite, OperatorWrite};
 pub const USED: [&str; 3] = ["status", "ipam", "used"];
 /// `status.ipam.release-ips`.
 pub const RELEASE_IPS: [&str; 3] = ["status", "ipam", "release-ips"];
+/// `spec.addresses` (the agent owns its `CiliumInternalIP` entries).
+pub const ADDRESSES: [&str; 2] = ["spec", "addresses"];
+/// The `spec.addresses` type of the router addresses.
+pub const CILIUM_INTERNAL_IP: &str = "CiliumInternalIP";
 /// `spec.ipam.pools`.
 pub const POOLS: [&str; 3] = ["spec", "ipam", "pools"];
 /// `spec.ipam.podCIDRs` (the operator's, cluster-pool).
@@ -38,6 +43,20 @@ pub fn apply(doc: &mut Value, write: &NodeWrite) -> bool {
     }
     if let Some(pools) = &write.pools {
         set(doc, &POOLS, to_value(pools));
+    }
+    if let Some(ips) = &write.cilium_internal_ips {
+        let mut addresses: Vec<Value> = get(doc, &ADDRESSES)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|a| a.get("type").and_then(Value::as_str) != Some(CILIUM_INTERNAL_IP))
+            .cloned()
+            .collect();
+        addresses.extend(
+            ips.iter()
+                .map(|ip| serde_json::json!({"type": CILIUM_INTERNAL_IP, "ip": ip.to_string()})),
+        );
+        set(doc, &ADDRESSES, Value::Array(addresses));
     }
     *doc != before
 }
@@ -158,6 +177,7 @@ mod tests {
             used: Some(used),
             release_ips: Some(release),
             pools: None,
+            cilium_internal_ips: None,
         };
         assert!(apply(&mut doc, &write));
         assert_eq!(
@@ -228,6 +248,30 @@ mod tests {
             doc["status"],
             json!({"ipam": {"operator-status": {}}}),
             "as Cilium writes it"
+        );
+    }
+
+    #[test]
+    fn cilium_internal_ips_replace_only_their_own_entries() {
+        let mut doc = json!({"spec": {"addresses": [
+            {"type": "CiliumInternalIP", "ip": "10.99.0.1"},
+            {"type": "InternalIP", "ip": "192.0.2.10", "future": 1},
+        ]}});
+        let write = NodeWrite {
+            cilium_internal_ips: Some(vec!["10.244.3.1".parse().unwrap()]),
+            ..NodeWrite::default()
+        };
+        assert!(apply(&mut doc, &write));
+        assert_eq!(
+            doc["spec"]["addresses"],
+            json!([
+                {"type": "InternalIP", "ip": "192.0.2.10", "future": 1},
+                {"type": "CiliumInternalIP", "ip": "10.244.3.1"},
+            ])
+        );
+        assert!(
+            !apply(&mut doc, &write),
+            "the same write twice changes nothing"
         );
     }
 

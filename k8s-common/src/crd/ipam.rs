@@ -106,6 +106,9 @@ pub struct NodeIpamWrite {
     pub release_ips: Option<std::collections::BTreeMap<String, ReleaseState>>,
     /// `spec.ipam.pools` (`requested` and `allocated`; multi-pool and eni).
     pub pools: Option<IpamPoolSpec>,
+    /// The router addresses as the `spec.addresses` entries of type `CiliumInternalIP`
+    /// (every other entry is kept).
+    pub cilium_internal_ips: Option<Vec<std::net::IpAddr>>,
 }
 
 #[expect(

@@ -62,9 +62,10 @@ fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
         "z1"
     );
     assert_eq!(cn["spec"]["instance-id"], "i-0abc123");
+    // Seeded from the Node's addresses; the agent adds its router (`CiliumInternalIP`).
     assert_eq!(
-        cn["spec"]["addresses"],
-        json!([{"type": "InternalIP", "ip": "192.0.2.10"}])
+        cn["spec"]["addresses"][0],
+        json!({"type": "InternalIP", "ip": "192.0.2.10"})
     );
     assert_eq!(cn["spec"]["ipam"]["podCIDRs"], json!(["10.77.0.0/24"]));
 
@@ -73,6 +74,29 @@ fn a_node_appears_and_its_ciliumnode_is_created_and_seeded() {
     let pod = add(&agent, "default", "web-0");
     let cidr: ipnet::IpNet = "10.77.0.0/24".parse().expect("cidr");
     assert!(pod.ips.iter().all(|ip| cidr.contains(ip)), "{:?}", pod.ips);
+    wait_for(
+        "the router written back as CiliumInternalIP",
+        Duration::from_secs(10),
+        || {
+            let cn = cluster.cilium_node("node-a").expect("CiliumNode");
+            let internal: Vec<Value> = cn["spec"]["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|a| a["type"] == "CiliumInternalIP")
+                .cloned()
+                .collect();
+            let in_cidr = |a: &Value| {
+                a["ip"]
+                    .as_str()
+                    .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+                    .is_some_and(|ip| cidr.contains(&ip) && !pod.ips.contains(&ip))
+            };
+            (internal.len() == 1 && in_cidr(&internal[0]))
+                .then_some(())
+                .ok_or_else(|| cn["spec"]["addresses"].to_string())
+        },
+    );
     let log = agent.log();
     assert!(
         log.contains("TRACE") && log.contains("ciliumnodes"),

@@ -2,8 +2,9 @@
 //! agent's own kube-rs client code is what is exercised), with pods wired by the real
 //! `weft-cni` in network namespaces: node discovery, the operator's side of the CRD and
 //! multi-pool handshakes, the wait for an operator-assigned static IP (azure), churn under
-//! injected faults, a restart while the API server is down, missing permissions, and a
-//! CiliumNode another writer broke. Runs as root.
+//! injected faults, a restart while the API server is down, missing permissions, a
+//! CiliumNode another writer broke, and the router address named by `CiliumInternalIP`. Runs
+//! as root.
 
 mod faults;
 mod lifecycle;
@@ -13,6 +14,7 @@ mod partial_view;
 mod recreate;
 mod reliability;
 mod restarts;
+mod router;
 mod static_ip;
 mod two_nodes;
 

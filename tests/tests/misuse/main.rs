@@ -15,6 +15,10 @@
 //!   one lives, is refused naming both and touches neither.
 //! - [`lost_pins`]: a restart that finds none of the old pins rewires every recorded pod
 //!   before it serves, in both attach modes; a repeated ADD repairs a lost attachment.
+//! - [`restore`]: restarts over state that no longer fits: the router comes from the
+//!   CiliumNode's `CiliumInternalIP` and is written back there, an address that can never be
+//!   restored is reported while new pods proceed, a truncated `router.json` stops the start,
+//!   and a queued DEL whose replay fails stays queued.
 //! - [`two_agents`]: a second `weft-agent run` on a running agent's state or pin directory
 //!   exits at once, naming the first one's PID and the directory, and changes nothing of it.
 //!
@@ -25,4 +29,5 @@ mod inspect;
 mod ipam;
 mod live_sandbox;
 mod lost_pins;
+mod restore;
 mod two_agents;

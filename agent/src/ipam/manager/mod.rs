@@ -10,7 +10,7 @@ use ipnet::IpNet;
 
 use super::{
     Family, Random,
-    crdalloc::{CrdAllocator, required_ips},
+    crdalloc::{CrdAllocator, CrdError, required_ips},
     hostscope::HostScopeAllocator,
     mode::{AllocatorKind, IpamMode},
     multipool::{MultiPoolConfig, MultiPoolError, MultiPoolManager},
@@ -43,6 +43,9 @@ pub struct IpamConfig {
     pub health_checking: bool,
     /// `only-masquerade-default-pool`.
     pub only_masquerade_default_pool: bool,
+    /// `bypass-ip-availability-upon-restore`: a recorded IPv4 address that left
+    /// `spec.ipam.pool` (CRD modes) is restored anyway.
+    pub bypass_ip_availability_upon_restore: bool,
 }
 
 /// One address handed to a pod.
@@ -70,6 +73,13 @@ pub enum IpamError {
     /// The allocation failed for good (exhausted, no matching pool, …).
     #[error("{reason}")]
     Failed {
+        /// Cilium's wording.
+        reason: String,
+    },
+    /// A recorded address cannot be taken again, and never will be under this configuration
+    /// and CiliumNode (it left the pool or the pod CIDR, or is taken twice).
+    #[error("{reason}")]
+    Unrestorable {
         /// Cilium's wording.
         reason: String,
     },
@@ -147,7 +157,9 @@ impl IpamManager {
         &self.config
     }
 
-    fn families(&self) -> Vec<Family> {
+    /// The enabled families, in Cilium's allocation order (IPv6 first).
+    #[must_use]
+    pub fn families(&self) -> Vec<Family> {
         // Cilium allocates IPv6 first, then IPv4.
         let mut f = Vec::new();
         if self.config.ipv6 {
@@ -311,12 +323,30 @@ impl IpamManager {
         rng: &mut dyn Random,
         now: Instant,
     ) -> Result<Vec<Allocated>, IpamError> {
+        let families = self.families();
+        self.allocate_families(owner, &families, objects, pools, rng, now)
+    }
+
+    /// [`Self::allocate`] for the given families only (the router, when some families'
+    /// addresses were restored).
+    ///
+    /// # Errors
+    /// As [`Self::allocate`].
+    pub fn allocate_families(
+        &mut self,
+        owner: &str,
+        families: &[Family],
+        objects: &dyn ObjectLookup,
+        pools: &[CiliumPodIPPool],
+        rng: &mut dyn Random,
+        now: Instant,
+    ) -> Result<Vec<Allocated>, IpamError> {
         if !self.started {
             self.ready()?;
             self.started = true;
         }
         let mut done: Vec<Allocated> = Vec::new();
-        for family in self.families() {
+        for family in families.iter().copied() {
             match self.allocate_family(owner, family, objects, pools, rng, now) {
                 Ok(a) => done.push(a),
                 Err(e) => {
@@ -369,8 +399,7 @@ impl IpamManager {
             Backend::Crd(crd) => {
                 let size = crd.capacity(family);
                 let a = crd.allocate_next(owner, family, rng).map_err(|e| match e {
-                    super::crdalloc::CrdError::Exhausted { .. }
-                    | super::crdalloc::CrdError::ExhaustedCrd { .. } => {
+                    CrdError::Exhausted { .. } | CrdError::ExhaustedCrd { .. } => {
                         exhausted("spec.ipam.pool", family, size as u128, &e)
                     }
                     other => failed(other),
@@ -404,37 +433,6 @@ impl IpamManager {
                     })?;
                 Ok(done(a.ip, a.pool, a.skip_masquerade))
             }
-            Backend::Delegated => Err(failed("Operation not supported")),
-        }
-    }
-
-    /// Take `ip` for `owner` again (agent restart, `[restored]` owners), in `pool`.
-    ///
-    /// # Errors
-    /// The address is not available (out of range, taken, pool unknown), Cilium's wording.
-    pub fn restore(
-        &mut self,
-        ip: IpAddr,
-        owner: &str,
-        pool: &str,
-        now: Instant,
-    ) -> Result<(), IpamError> {
-        match &mut self.backend {
-            Backend::HostScope { v4, v6 } => {
-                let slot = if ip.is_ipv4() { v4 } else { v6 };
-                let alloc = slot.as_mut().ok_or_else(|| {
-                    failed(format!(
-                        "{} allocation disabled",
-                        family_word(Family::of(&ip))
-                    ))
-                })?;
-                alloc.allocate(ip).map(|_| ()).map_err(failed)
-            }
-            Backend::Crd(crd) => crd.allocate(ip, owner).map(|_| ()).map_err(failed),
-            Backend::Multi(multi) => multi
-                .allocate_ip(ip, owner, pool, now)
-                .map(|_| ())
-                .map_err(failed),
             Backend::Delegated => Err(failed("Operation not supported")),
         }
     }
@@ -482,6 +480,7 @@ impl IpamManager {
                 used: Some(crd.used()),
                 release_ips: Some(crd.release_ips()),
                 pools: None,
+                cilium_internal_ips: None,
             },
             Backend::Multi(multi) => {
                 let update = multi.pool_spec(&current_pools, now);
@@ -489,6 +488,7 @@ impl IpamManager {
                     used: stale_used.then(BTreeMap::new),
                     release_ips: None,
                     pools: update.changed.then_some(update.spec),
+                    cilium_internal_ips: None,
                 }
             }
             Backend::HostScope { .. } | Backend::Delegated => NodeIpamWrite::default(),
@@ -532,6 +532,7 @@ const fn family_word(family: Family) -> &'static str {
 }
 
 mod problems;
+mod restore;
 mod usage;
 
 pub use self::usage::{IpamUsage, PoolStat};

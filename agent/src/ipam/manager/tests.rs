@@ -30,6 +30,7 @@ fn config(mode: IpamMode, ipv6: bool) -> IpamConfig {
         ipv6,
         health_checking: false,
         only_masquerade_default_pool: false,
+        bypass_ip_availability_upon_restore: false,
     }
 }
 
@@ -435,4 +436,76 @@ fn not_ready_names_the_pool_and_family_it_waits_for() {
         !reason.contains("pool default"),
         "default is ready: {reason}"
     );
+}
+
+#[test]
+fn a_failed_restore_says_whether_to_wait_or_give_up() {
+    let now = Instant::now();
+    let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+    let waits = |e: &IpamError| matches!(e, IpamError::NotReady { .. });
+    let lost = |e: &IpamError| matches!(e, IpamError::Unrestorable { .. });
+
+    // cluster-pool: no pod CIDR yet waits; an address outside the pod CIDR is lost.
+    let mut m = IpamManager::new(config(IpamMode::ClusterPool, false)).expect("manager");
+    let err = m
+        .restore(ip("10.2.0.5"), "a", "default", now)
+        .expect_err("no CIDR");
+    assert!(waits(&err), "{err}");
+    let mut node = CiliumNode::new("n1");
+    node.spec.ipam = Some(IpamSpec {
+        pod_cidrs: vec!["10.3.0.0/24".parse().expect("cidr")],
+        ..IpamSpec::default()
+    });
+    m.observe_node(Some(&node));
+    let err = m
+        .restore(ip("10.2.0.5"), "a", "default", now)
+        .expect_err("moved");
+    assert!(lost(&err), "{err}");
+
+    // crd: no spec.ipam.pool yet waits; an address that left it is lost …
+    let mut m = IpamManager::new(config(IpamMode::Crd, false)).expect("manager");
+    m.observe_node(Some(&CiliumNode::new("n1")));
+    let err = m
+        .restore(ip("10.0.0.9"), "a", "default", now)
+        .expect_err("no pool");
+    assert!(waits(&err), "{err}");
+    m.observe_node(Some(&crd_node(&["10.0.0.1"])));
+    let err = m
+        .restore_endpoint(ip("10.0.0.9"), "a", "default", now)
+        .expect_err("left");
+    assert!(lost(&err), "{err}");
+
+    // … unless bypass-ip-availability-upon-restore holds it anyway (and reports it used).
+    let mut m = IpamManager::new(IpamConfig {
+        bypass_ip_availability_upon_restore: true,
+        ..config(IpamMode::Crd, false)
+    })
+    .expect("manager");
+    m.observe_node(Some(&crd_node(&["10.0.0.1"])));
+    assert_eq!(
+        m.restore_endpoint(ip("10.0.0.1"), "a", "default", now).ok(),
+        Some(false)
+    );
+    assert_eq!(
+        m.restore_endpoint(ip("10.0.0.9"), "b", "default", now).ok(),
+        Some(true)
+    );
+    let used = m.node_write(None, now).used.expect("crd writes used");
+    assert_eq!(used["10.0.0.9"].owner, "b", "{used:?}");
+    let err = m
+        .restore(ip("10.0.0.8"), "router", "default", now)
+        .expect_err("no bypass");
+    assert!(lost(&err), "the router is never bypassed: {err}");
+
+    // multi-pool: a pool not known locally waits (the daemon tells a deleted one apart).
+    let mut m = IpamManager::new(config(IpamMode::MultiPool, false)).expect("manager");
+    m.observe_node(Some(&multi_node(&["10.0.0.0/28"])));
+    let err = m
+        .restore(ip("10.9.0.1"), "a", "mars", now)
+        .expect_err("unknown pool");
+    assert!(waits(&err), "{err}");
+    let err = m
+        .restore(ip("10.9.0.1"), "a", "default", now)
+        .expect_err("outside");
+    assert!(lost(&err), "{err}");
 }
