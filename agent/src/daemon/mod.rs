@@ -16,6 +16,7 @@ mod ops;
 mod queue;
 mod records;
 mod remote;
+mod repeat;
 mod restore;
 mod result;
 mod rewire;
