@@ -39,6 +39,48 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The datapath flags (global, so they are taken before or after the subcommand) and the
+/// subcommands that use them; every other subcommand's help leaves them out.
+const DATAPATH_FLAGS: [(&str, &[&str]); 3] = [
+    ("pin_dir", &["run", "pod", "bpf", "cleanup"]),
+    ("bpf_root", &["run", "pod", "bpf", "cleanup"]),
+    ("attach_mode", &["run", "pod"]),
+];
+
+/// The command line definition, each subcommand showing only the flags it uses.
+#[must_use]
+pub fn command() -> clap::Command {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for (flag, users) in DATAPATH_FLAGS {
+        let Some(arg) = command
+            .get_arguments()
+            .find(|a| a.get_id() == flag)
+            .cloned()
+        else {
+            continue;
+        };
+        // A subcommand that already holds a global flag does not get it propagated: give
+        // those that do not use it a hidden copy (still parsed, for their own subcommands too).
+        for name in names.iter().filter(|n| !users.contains(&n.as_str())) {
+            let hidden = arg.clone().hide(true);
+            command = command.mut_subcommand(name, |sub| sub.arg(hidden));
+        }
+    }
+    command
+}
+
+/// Parse the process's arguments with [`command`] (exits with clap's message on an error, as
+/// `Parser::parse` does).
+#[must_use]
+pub fn parse() -> Cli {
+    let matches = command().get_matches();
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 impl Cli {
     /// The pin directory: `--pin-dir`, or `weft` under Cilium's `--bpf-root`.
     #[must_use]

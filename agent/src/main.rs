@@ -3,7 +3,6 @@
 use std::{io::IsTerminal as _, net::IpAddr};
 
 use anyhow::{Context as _, bail};
-use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 mod inspect;
 
@@ -19,7 +18,7 @@ use weft_agent::{
 };
 
 fn main() -> anyhow::Result<std::process::ExitCode> {
-    let cli = Cli::parse();
+    let cli = weft_agent::cli::parse();
     if let Command::Status { output, socket } = &cli.command {
         return Ok(status(socket, *output));
     }

@@ -113,3 +113,69 @@ fn listen_addresses_take_cilium_s_port_only_form() {
     let error = parse_listen_addr("9962").expect_err("no colon");
     assert!(error.contains("host:port or :port"), "{error}");
 }
+
+/// `weft-agent <args>` parsed with [`super::command`], as the binary parses it.
+fn parsed(args: &[&str]) -> Cli {
+    let matches = super::command()
+        .try_get_matches_from(std::iter::once("weft-agent").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{args:?} is refused: {e}"));
+    <Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+#[test]
+fn subcommands_show_only_the_datapath_flags_they_use() {
+    let mut root = super::command();
+    root.build();
+    let mut help = |path: &[&str]| {
+        let mut command = &mut root;
+        for name in path {
+            command = command
+                .find_subcommand_mut(name)
+                .unwrap_or_else(|| panic!("no subcommand {name}"));
+        }
+        command.render_long_help().to_string()
+    };
+    for (path, pin_dir, attach_mode) in [
+        (&["run"][..], true, true),
+        (&["pod", "add"], true, true),
+        (&["bpf", "endpoint", "list"], true, false),
+        (&["cleanup"], true, false),
+        (&["status"], false, false),
+        (&["ipam", "simulate"], false, false),
+        (&["ipam", "explain"], false, false),
+        (&["cni", "install"], false, false),
+    ] {
+        let text = help(path);
+        assert_eq!(
+            text.contains("--pin-dir <"),
+            pin_dir,
+            "{path:?} --pin-dir:\n{text}"
+        );
+        assert_eq!(
+            text.contains("--bpf-root <"),
+            pin_dir,
+            "{path:?} --bpf-root:\n{text}"
+        );
+        assert_eq!(
+            text.contains("--attach-mode <"),
+            attach_mode,
+            "{path:?} --attach-mode:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn datapath_flags_are_still_taken_before_or_after_the_subcommand() {
+    for args in [
+        &["--pin-dir", "/p", "bpf", "endpoint", "list"][..],
+        &["bpf", "endpoint", "list", "--pin-dir", "/p"],
+        &["--pin-dir", "/p", "status"],
+    ] {
+        assert_eq!(
+            parsed(args).pin_dir(),
+            std::path::Path::new("/p"),
+            "{args:?}"
+        );
+    }
+}
