@@ -289,7 +289,8 @@ fn leaves_nothing(attach_mode: &str) {
         refused.status
     );
 
-    agent.stop();
+    // Killed, as a crashed agent is: it leaves its socket (a SIGTERMed one removes it).
+    agent.kill();
     // A DEL while the agent is down is queued on disk.
     del(&agent, &pods[1]);
     let links = pinned_links(&agent.pin_dir);

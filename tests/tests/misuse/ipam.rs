@@ -87,7 +87,8 @@ fn bad_node_entries_are_named_in_the_log_status_and_simulate_and_the_good_ones_s
             &["10.99.0.5", "10.99.0.6", "10.99.0.7", "10.99.0.300"],
             &[
                 ("InternalIP", "192.0.2.10"),
-                ("CiliumInternalIP", "10.99.0.999"),
+                // Not CiliumInternalIP: the agent owns that one and writes its router there.
+                ("ExternalIP", "10.99.0.999"),
             ],
         ),
     );
