@@ -87,7 +87,10 @@ mod tests {
             async move { drop(locks.lock("c1", "eth0").await) }
         });
         tokio::task::yield_now().await;
-        assert!(!waiter.is_finished(), "a second lock of c1/eth0 went through");
+        assert!(
+            !waiter.is_finished(),
+            "a second lock of c1/eth0 went through"
+        );
         drop(held);
         tokio::time::timeout(Duration::from_secs(5), waiter)
             .await

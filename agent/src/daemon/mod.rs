@@ -251,7 +251,9 @@ impl Handler for Daemon {
         } else {
             crate::metrics::Outcome::Success
         };
-        self.metrics.cni.request(command, outcome, started.elapsed());
+        self.metrics
+            .cni
+            .request(command, outcome, started.elapsed());
         response
     }
 }

@@ -74,8 +74,7 @@ impl Daemon {
             .unprogram_pod(&record.host_ifname, &addrs)?;
         Datapath::delete_pod_iface(&record.host_ifname).await?;
         self.release(&mut *self.state.lock().await, &record_addrs(record));
-        self.records
-            .remove(&record.container_id, &record.ifname)?;
+        self.records.remove(&record.container_id, &record.ifname)?;
         Ok(())
     }
 

@@ -138,7 +138,11 @@ impl Datapath {
     ///
     /// # Errors
     /// The attachment or a map write failed.
-    pub fn program_pod(&mut self, spec: &PodSpec<'_>, iface: &PodIface) -> Result<(), DatapathError> {
+    pub fn program_pod(
+        &mut self,
+        spec: &PodSpec<'_>,
+        iface: &PodIface,
+    ) -> Result<(), DatapathError> {
         let host = host_ifname(spec.container_id, spec.ifname);
         let programmed = self.try_program_pod(spec, &host, iface);
         if programmed.is_err() {

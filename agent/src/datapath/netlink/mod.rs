@@ -245,8 +245,7 @@ pub async fn create_pod_iface(spec: &PodIfaceSpec<'_>) -> Result<PodIface, Netli
     let created = node.link().add(veth_message(spec, &pod_ns)).execute().await;
     if let Err(source) = created {
         // No probe before: a name that exists is the rare case (an interrupted ADD left it).
-        if is_errno(&source, Errno::EEXIST) && get_link(&node, spec.host_ifname).await?.is_some()
-        {
+        if is_errno(&source, Errno::EEXIST) && get_link(&node, spec.host_ifname).await?.is_some() {
             return Err(NetlinkError::AlreadyExists {
                 ifname: spec.host_ifname.to_owned(),
             });
@@ -315,7 +314,8 @@ async fn configure(
     spec: &PodIfaceSpec<'_>,
 ) -> Result<PodIface, NetlinkError> {
     crate::faults::hit_async(crate::faults::Point::Veth).await?;
-    let (pod_side, host_side) = futures::join!(configure_pod(pod, spec), configure_host(node, spec));
+    let (pod_side, host_side) =
+        futures::join!(configure_pod(pod, spec), configure_host(node, spec));
     let (pod_ifindex, pod_mac) = pod_side?;
     let (host_ifindex, host_mac) = host_side?;
     Ok(PodIface {
