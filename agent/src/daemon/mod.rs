@@ -323,7 +323,10 @@ impl Daemon {
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                     continue;
                 }
-                _ = tick.tick() => queue::replay_deletes(&daemon).await,
+                _ = tick.tick() => {
+                    queue::replay_deletes(&daemon).await;
+                    netdev::reload_masq(&mut *daemon.state.lock().await);
+                }
             }
             let snapshot = snapshots.borrow_and_update().clone();
             daemon.sync(snapshot).await;
@@ -361,7 +364,8 @@ impl Daemon {
     }
 
     /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back; keep the
-    /// node's addresses in the IPCache and re-read the masquerade exclusions.
+    /// node's addresses in the IPCache. (The masquerade exclusions are re-read by their file's
+    /// watch and the tick, not here.)
     pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
@@ -403,7 +407,6 @@ impl Daemon {
             self.config.auto_direct_node_routes,
         )
         .await;
-        netdev::reload_masq(&mut state);
         let mut write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         write.cilium_internal_ips = router::write_back(&state.router, snapshot.own_node());
         drop(state);
