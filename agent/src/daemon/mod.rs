@@ -181,7 +181,8 @@ pub fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// Everything pod operations touch, behind one lock.
+/// The agent's shared state, behind one lock that pod operations hold only for their short
+/// IPAM and eBPF map steps (never across netlink or the API server).
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) ipam: IpamManager,

@@ -335,22 +335,33 @@ async fn watch_loop(inner: Arc<Inner>, inotify: Inotify) {
         if let Err(error) = add_watches(stream.watches(), &inner.root) {
             warn!(%error, "watching new store directories");
         }
-        let previous = inner.snapshots.borrow().clone();
-        match load(&inner.root, &inner.node_name, &previous) {
-            Ok(mut snap) => {
-                snap.revision = previous.revision + 1;
-                debug!(root = %inner.root.display(), revision = snap.revision, "store changed");
-                let mut bases = lock(&inner.bases);
-                bases.push_back((snap.revision, own_pools(&snap)));
-                while bases.len() > KEPT_BASES {
-                    bases.pop_front();
-                }
-                drop(bases);
-                inner.snapshots.send_replace(Arc::new(snap));
-                operate(&inner);
-            }
-            Err(error) => warn!(%error, "re-reading the store"),
+        // Reading and parsing the documents (and the in-process operator's fsynced write)
+        // block: off the async threads.
+        let work = Arc::clone(&inner);
+        if let Err(error) = tokio::task::spawn_blocking(move || reread(&work)).await {
+            warn!(%error, "re-reading the store");
         }
+    }
+}
+
+/// Re-read the store after a change; publish the new snapshot and let the in-process
+/// operator act on it.
+fn reread(inner: &Inner) {
+    let previous = inner.snapshots.borrow().clone();
+    match load(&inner.root, &inner.node_name, &previous) {
+        Ok(mut snap) => {
+            snap.revision = previous.revision + 1;
+            debug!(root = %inner.root.display(), revision = snap.revision, "store changed");
+            let mut bases = lock(&inner.bases);
+            bases.push_back((snap.revision, own_pools(&snap)));
+            while bases.len() > KEPT_BASES {
+                bases.pop_front();
+            }
+            drop(bases);
+            inner.snapshots.send_replace(Arc::new(snap));
+            operate(inner);
+        }
+        Err(error) => warn!(%error, "re-reading the store"),
     }
 }
 
@@ -361,13 +372,16 @@ async fn write_loop(inner: Arc<Inner>) {
         if let Some(last) = last_write {
             tokio::time::sleep_until(last + inner.debounce).await;
         }
-        match write_pending(&inner) {
-            Ok(()) => last_write = Some(Instant::now()),
-            Err(error) => {
+        // The write is fsynced: off the async threads.
+        let work = Arc::clone(&inner);
+        match tokio::task::spawn_blocking(move || write_pending(&work)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
                 warn!(%error, "writing CiliumNode back; will retry on the next change");
-                last_write = Some(Instant::now());
             }
+            Err(error) => warn!(%error, "writing CiliumNode back; will retry on the next change"),
         }
+        last_write = Some(Instant::now());
     }
 }
 
