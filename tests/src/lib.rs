@@ -385,18 +385,19 @@ pub fn test_run_repeat(
     (result.return_value, out, result.duration)
 }
 
-/// Poll `check` until it holds or `timeout` passes (every 50 ms); the panic shows `what` and the
-/// last state `check` reported.
-pub fn wait_for(
+/// Poll `check` until it holds or `timeout` passes (every 50 ms) and return what it gave; the
+/// panic shows `what` and the last state `check` reported (an [`agent::Agent`] dropped by the
+/// panic prints its log).
+pub fn wait_for<T>(
     what: &str,
     timeout: std::time::Duration,
-    mut check: impl FnMut() -> Result<(), String>,
-) {
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = std::time::Instant::now() + timeout;
     let mut last = String::new();
     while std::time::Instant::now() < deadline {
         match check() {
-            Ok(()) => return,
+            Ok(value) => return value,
             Err(state) => last = state,
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
