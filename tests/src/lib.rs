@@ -32,7 +32,7 @@ use std::{
 };
 
 use nix::sched::{CloneFlags, setns, unshare};
-use weft_agent::datapath::{AttachMode, Datapath, DatapathConfig, PodSpec};
+use weft_agent::datapath::{AttachMode, Datapath, DatapathConfig, PodSpec, PoolIdPerFamily};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -254,11 +254,11 @@ impl Node {
 
     /// Wire pod number `n` (1..=200): `10.77.0.(10+n)` and `fd00:77::(10+n)`.
     pub fn add_pod(&mut self, n: u8) -> Pod {
-        self.add_pod_with(n, 0, 0)
+        self.add_pod_with(n, 0, PoolIdPerFamily::default())
     }
 
-    /// As [`Node::add_pod`], with endpoint flags (`ENDPOINT_F_*`) and a pool id.
-    pub fn add_pod_with(&mut self, n: u8, flags: u32, pool_id: u32) -> Pod {
+    /// As [`Node::add_pod`], with endpoint flags (`ENDPOINT_F_*`) and each family's pool id.
+    pub fn add_pod_with(&mut self, n: u8, flags: u32, pool_id: PoolIdPerFamily) -> Pod {
         let netns = NamedNetNs::new();
         let v4 = Ipv4Addr::new(10, 77, 0, 10 + n);
         let v6 = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 10 + u16::from(n));
