@@ -14,7 +14,7 @@ use weft_agent::{
     },
     cni::proto::{Request, Response},
     daemon::{Daemon, DaemonOptions, StoreSource},
-    datapath::{Datapath, DatapathConfig, PodSpec},
+    datapath::{Datapath, DatapathConfig, PodSpec, PoolIdPerFamily},
 };
 
 fn main() -> anyhow::Result<std::process::ExitCode> {
@@ -225,7 +225,7 @@ async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {
         gateway_v4: add.gateway_v4,
         gateway_v6: add.gateway_v6,
         identity: add.identity,
-        pool_id: add.pool_id,
+        pool_id: PoolIdPerFamily::both(add.pool_id),
         flags: 0,
         mtu: add.mtu,
     };

@@ -32,7 +32,7 @@ use std::{
 };
 
 use nix::sched::{CloneFlags, setns, unshare};
-use weft_agent::datapath::{AttachMode, Datapath, DatapathConfig, PodSpec};
+use weft_agent::datapath::{AttachMode, Datapath, DatapathConfig, PodSpec, PoolIdPerFamily};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -254,11 +254,11 @@ impl Node {
 
     /// Wire pod number `n` (1..=200): `10.77.0.(10+n)` and `fd00:77::(10+n)`.
     pub fn add_pod(&mut self, n: u8) -> Pod {
-        self.add_pod_with(n, 0, 0)
+        self.add_pod_with(n, 0, PoolIdPerFamily::default())
     }
 
-    /// As [`Node::add_pod`], with endpoint flags (`ENDPOINT_F_*`) and a pool id.
-    pub fn add_pod_with(&mut self, n: u8, flags: u32, pool_id: u32) -> Pod {
+    /// As [`Node::add_pod`], with endpoint flags (`ENDPOINT_F_*`) and each family's pool id.
+    pub fn add_pod_with(&mut self, n: u8, flags: u32, pool_id: PoolIdPerFamily) -> Pod {
         let netns = NamedNetNs::new();
         let v4 = Ipv4Addr::new(10, 77, 0, 10 + n);
         let v6 = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 10 + u16::from(n));
@@ -385,18 +385,19 @@ pub fn test_run_repeat(
     (result.return_value, out, result.duration)
 }
 
-/// Poll `check` until it holds or `timeout` passes (every 50 ms); the panic shows `what` and the
-/// last state `check` reported.
-pub fn wait_for(
+/// Poll `check` until it holds or `timeout` passes (every 50 ms) and return what it gave; the
+/// panic shows `what` and the last state `check` reported (an [`agent::Agent`] dropped by the
+/// panic prints its log).
+pub fn wait_for<T>(
     what: &str,
     timeout: std::time::Duration,
-    mut check: impl FnMut() -> Result<(), String>,
-) {
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = std::time::Instant::now() + timeout;
     let mut last = String::new();
     while std::time::Instant::now() < deadline {
         match check() {
-            Ok(()) => return,
+            Ok(value) => return value,
             Err(state) => last = state,
         }
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -7,6 +7,7 @@ use std::{net::IpAddr, process::Command};
 
 use agent_common::maps;
 use serde_json::Value;
+use weft_agent::datapath::PoolIdPerFamily;
 use weft_tests::{Node, run};
 
 fn bpftool_json(args: &[&str], pin: &std::path::Path) -> Value {
@@ -64,6 +65,23 @@ fn endpoints_map_dumps_with_named_fields() {
         .collect();
     assert_eq!(mac.join(":"), row.pod_mac);
     assert!(value.get("node_mac").is_some(), "node_mac field: {value}");
+}
+
+/// A dual-stack pod whose addresses come from different pools: each address's endpoint entry
+/// carries its own family's pool id.
+#[test]
+fn each_endpoint_carries_its_family_s_pool_id() {
+    let mut node = Node::new();
+    let pod = node.add_pod_with(3, 0, PoolIdPerFamily { v4: 3, v6: 7 });
+    let rows = node.datapath.list_endpoints().expect("list");
+    let pool_of = |ip: IpAddr| {
+        rows.iter()
+            .find(|r| r.ip == ip)
+            .unwrap_or_else(|| panic!("no endpoint {ip}: {rows:?}"))
+            .pool_id
+    };
+    assert_eq!(pool_of(IpAddr::V4(pod.v4)), 3, "IPv4 entry");
+    assert_eq!(pool_of(IpAddr::V6(pod.v6)), 7, "IPv6 entry");
 }
 
 #[test]

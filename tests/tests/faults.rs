@@ -8,7 +8,7 @@ use std::{
 };
 
 use agent_common::maps;
-use weft_agent::datapath::{Datapath, DatapathConfig, DatapathError, PodSpec};
+use weft_agent::datapath::{Datapath, DatapathConfig, DatapathError, PodSpec, PoolIdPerFamily};
 use weft_tests::{Node, ThreadNetNs, report, require_root, run, unique};
 
 struct PinDir(std::path::PathBuf);
@@ -92,7 +92,7 @@ fn pod_whose_netns_vanished_leaves_nothing_behind() {
         gateway_v4: Some(weft_tests::GATEWAY_V4),
         gateway_v6: None,
         identity: 300,
-        pool_id: 0,
+        pool_id: PoolIdPerFamily::default(),
         flags: 0,
         mtu: None,
     };

@@ -18,7 +18,7 @@ use std::{
 
 use agent_common::endpoint::{ENDPOINT_F_NO_SNAT_V4, ENDPOINT_F_NO_SNAT_V6};
 use weft_agent::{
-    datapath::{AttachMode, NetdevConfig, netns::in_netns},
+    datapath::{AttachMode, NetdevConfig, PoolIdPerFamily, netns::in_netns},
     masq::{MasqConfig, Masquerade},
 };
 use weft_tests::{
@@ -123,7 +123,7 @@ fn ipv6_default_pool_pod_reaches_the_outside_as_the_node() {
 #[test]
 fn ipv6_no_snat_endpoint_reaches_the_outside_with_its_own_address() {
     let mut node = Node::new();
-    let pod = node.add_pod_with(11, ENDPOINT_F_NO_SNAT_V6, 5);
+    let pod = node.add_pod_with(11, ENDPOINT_F_NO_SNAT_V6, PoolIdPerFamily::both(5));
     let ext = external6(&mut node);
     assert!(pod.ping(IpAddr::V6(EXT_IP6), 2, "0.05"));
     let tcp = SocketAddr::new(IpAddr::V6(EXT_IP6), 7123);
@@ -185,7 +185,7 @@ fn default_pool_pod_reaches_the_outside_as_the_node() {
 #[test]
 fn no_snat_endpoint_reaches_the_outside_with_its_own_address() {
     let mut node = Node::new();
-    let pod = node.add_pod_with(2, ENDPOINT_F_NO_SNAT_V4, 5);
+    let pod = node.add_pod_with(2, ENDPOINT_F_NO_SNAT_V4, PoolIdPerFamily::both(5));
     let ext = external(&mut node);
     assert!(pod.ping(IpAddr::V4(EXT_IP), 2, "0.05"));
     assert_eq!(

@@ -185,11 +185,15 @@ impl Daemon {
         problems.extend(view.problems.iter().map(ToString::to_string));
         let records = match self.records.all() {
             Ok((records, corrupt)) => {
-                problems.extend(corrupt.iter().map(|e| format!("endpoint record: {e}")));
+                problems.extend(
+                    corrupt
+                        .iter()
+                        .map(|e| format!("endpoint record: {}", chain(e))),
+                );
                 records
             }
             Err(e) => {
-                problems.push(format!("endpoint records: {e}"));
+                problems.push(format!("endpoint records: {}", chain(&e)));
                 Vec::new()
             }
         };

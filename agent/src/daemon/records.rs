@@ -59,7 +59,7 @@ pub struct Records {
 /// Why a record operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    /// Reading or writing a record failed.
+    /// Reading or writing a record failed (its source says why, for example `ENOSPC`).
     #[error("endpoint record {path}")]
     Io {
         /// The file.
@@ -69,12 +69,13 @@ pub enum RecordError {
         source: std::io::Error,
     },
     /// A record does not parse (it is left in place for inspection).
-    #[error("endpoint record {path} is corrupt: {reason}; move it away if the pod is gone")]
+    #[error("endpoint record {path} is corrupt (move it away if the pod is gone)")]
     Corrupt {
         /// The file.
         path: PathBuf,
         /// The parse error.
-        reason: String,
+        #[source]
+        source: serde_json::Error,
     },
 }
 
@@ -110,14 +111,9 @@ impl Records {
     ) -> Result<Option<EndpointRecord>, RecordError> {
         let path = self.path(container_id, ifname);
         match fs::read(&path) {
-            Ok(bytes) => {
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .map_err(|e| RecordError::Corrupt {
-                        path,
-                        reason: e.to_string(),
-                    })
-            }
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|source| RecordError::Corrupt { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(RecordError::Io { path, source }),
         }
@@ -150,10 +146,7 @@ impl Records {
             match fs::read(&path) {
                 Ok(bytes) => match serde_json::from_slice(&bytes) {
                     Ok(record) => records.push(record),
-                    Err(e) => errors.push(RecordError::Corrupt {
-                        path,
-                        reason: e.to_string(),
-                    }),
+                    Err(source) => errors.push(RecordError::Corrupt { path, source }),
                 },
                 Err(source) => errors.push(RecordError::Io { path, source }),
             }
@@ -188,5 +181,84 @@ impl Records {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(source) => Err(RecordError::Io { path, source }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+    use crate::daemon::chain;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("weft-records-{name}-{}", std::process::id()));
+        drop(fs::remove_dir_all(&dir));
+        dir
+    }
+
+    fn record() -> EndpointRecord {
+        EndpointRecord {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+            netns: "/proc/1/ns/net".into(),
+            owner: "default/p".into(),
+            host_ifname: "lxc1".into(),
+            addrs: Vec::new(),
+            result: None,
+            not_restored: None,
+        }
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_io_error() {
+        let dir = scratch("io");
+        let records = Records::open(&dir).expect("open");
+        // The records directory is replaced by a file: every write fails with ENOTDIR.
+        fs::remove_dir(dir.join(RECORDS_DIR)).expect("rmdir");
+        fs::write(dir.join(RECORDS_DIR), b"").expect("write");
+        let error = records.put(&record()).expect_err("not a directory");
+        let source = error
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the io error is the source");
+        assert_eq!(source.raw_os_error(), Some(libc::ENOTDIR));
+        // ENOSPC, the case the CNI runtime must see, reaches the chain text the same way.
+        let full = RecordError::Io {
+            path: dir.join("x"),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert!(
+            chain(&full).contains("No space left on device"),
+            "{}",
+            chain(&full)
+        );
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_corrupt_record_keeps_the_parse_error() {
+        let dir = scratch("corrupt");
+        let records = Records::open(&dir).expect("open");
+        fs::write(
+            dir.join(RECORDS_DIR).join("c1_eth0.json"),
+            b"{\"container_id\": 1}",
+        )
+        .expect("write");
+        let got = records.get("c1", "eth0").expect_err("corrupt");
+        let (_, listed) = records.all().expect("all");
+        for error in [&got, &listed[0]] {
+            let source = error
+                .source()
+                .and_then(|s| s.downcast_ref::<serde_json::Error>())
+                .expect("the parse error is the source");
+            assert_eq!((source.line(), source.column()), (1, 18));
+            assert!(
+                chain(error).contains("invalid type: integer `1`"),
+                "{}",
+                chain(error)
+            );
+        }
+        fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

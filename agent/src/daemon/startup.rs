@@ -179,7 +179,7 @@ async fn unrestored(
 ) -> Result<Vec<(IpAddr, String, String)>, DaemonError> {
     let (all, corrupt) = records.all()?;
     for error in corrupt {
-        warn!(%error, "skipping endpoint record");
+        warn!(error = %super::chain(&error), "skipping endpoint record");
     }
     let mut out = Vec::new();
     for record in all {

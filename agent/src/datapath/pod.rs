@@ -35,12 +35,39 @@ pub struct PodSpec<'a> {
     pub gateway_v6: Option<Ipv6Addr>,
     /// Security identity of the pod.
     pub identity: u32,
-    /// Pool the addresses came from.
-    pub pool_id: u32,
+    /// Pool id of each family's addresses (`EndpointInfo::pool_id`).
+    pub pool_id: PoolIdPerFamily,
     /// `ENDPOINT_F_*` bits (for example per-pool masquerade skips).
     pub flags: u32,
     /// MTU of the veth pair (`None`: kernel default).
     pub mtu: Option<u32>,
+}
+
+/// The pool id (`EndpointInfo::pool_id`) of each family: a dual-stack pod's IPv4 and IPv6
+/// addresses may come from different pools, and each address's endpoint entry carries its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolIdPerFamily {
+    /// Pool id of the IPv4 address.
+    pub v4: u32,
+    /// Pool id of the IPv6 address.
+    pub v6: u32,
+}
+
+impl PoolIdPerFamily {
+    /// The same pool id for both families.
+    #[must_use]
+    pub const fn both(id: u32) -> Self {
+        Self { v4: id, v6: id }
+    }
+
+    /// The pool id of `ip`'s family.
+    #[must_use]
+    pub const fn of(&self, ip: IpAddr) -> u32 {
+        match ip {
+            IpAddr::V4(_) => self.v4,
+            IpAddr::V6(_) => self.v6,
+        }
+    }
 }
 
 /// The prefix of every host-side veth weft creates (Cilium's is `lxc`).
@@ -168,9 +195,13 @@ impl Datapath {
             node_mac: iface.host_mac,
             pad1: [0; 2],
             sec_identity: spec.identity,
-            pool_id: spec.pool_id,
+            pool_id: 0,
         };
         for ip in spec.addrs {
+            let info = EndpointInfo {
+                pool_id: spec.pool_id.of(*ip),
+                ..info
+            };
             self.upsert_endpoint(*ip, &info)?;
             faults::hit(Point::MapUpdate)?;
             self.upsert_ipcache(host_prefix(*ip), &IpcacheEntry::identity(spec.identity))?;
@@ -217,7 +248,7 @@ impl Datapath {
                 node_mac: host_mac,
                 pad1: [0; 2],
                 sec_identity: kept,
-                pool_id: spec.pool_id,
+                pool_id: spec.pool_id.of(*ip),
             };
             self.upsert_endpoint(*ip, &info)?;
             self.upsert_ipcache(host_prefix(*ip), &IpcacheEntry::identity(kept))?;

@@ -15,6 +15,8 @@ pub mod problems;
 pub mod sanity;
 pub mod selection;
 pub mod staticip;
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// Address family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

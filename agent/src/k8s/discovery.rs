@@ -74,7 +74,12 @@ async fn attempt(
     let seed = match seed::seed(&node, mode, config, custom) {
         Ok(seed) => seed,
         Err(error @ SeedError::NoPodCidr { .. }) => return Ok(Step::Wait(error.to_string())),
-        Err(SeedError::ProviderId(text)) => return Err(K8sError::ProviderId(text)),
+        Err(source @ (SeedError::NoProviderId | SeedError::NotAzureProviderId { .. })) => {
+            return Err(K8sError::ProviderId {
+                node: node_name.to_owned(),
+                source,
+            });
+        }
     };
     let api = Resource::CiliumNode.all(client);
     let existing = api

@@ -70,8 +70,14 @@ pub enum K8sError {
         reason: String,
     },
     /// Azure IPAM needs the node's provider ID.
-    #[error("{0}")]
-    ProviderId(String),
+    #[error("v1.Node {node} cannot be used for Azure IPAM")]
+    ProviderId {
+        /// The node.
+        node: String,
+        /// What is wrong with its provider ID.
+        #[source]
+        source: seed::SeedError,
+    },
     /// The custom CNI configuration (`read-cni-conf`) could not be read.
     #[error("reading the custom CNI configuration {path} (read-cni-conf)")]
     CniConf {

@@ -74,9 +74,15 @@ pub struct Seed {
 /// Why a node cannot be seeded.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SeedError {
-    /// Azure IPAM needs an `azure://` provider ID (Cilium's fatal messages).
-    #[error("{0}")]
-    ProviderId(String),
+    /// Azure IPAM and the Node has no provider ID (Cilium's fatal message).
+    #[error("Spec.ProviderID in k8s node resource must be set for Azure IPAM")]
+    NoProviderId,
+    /// Azure IPAM and the Node's provider ID is not an `azure://` one (Cilium's fatal message).
+    #[error("Spec.ProviderID in k8s node resource must have prefix azure://")]
+    NotAzureProviderId {
+        /// The Node's `spec.providerID`.
+        provider_id: String,
+    },
     /// `kubernetes` mode and the Node has no pod CIDR yet.
     #[error(
         "v1.Node {node} has no pod CIDR (spec.podCIDRs, spec.podCIDR or the \
@@ -119,14 +125,12 @@ pub fn seed(
     };
     if mode == IpamMode::Azure {
         if provider.is_empty() {
-            return Err(SeedError::ProviderId(
-                "Spec.ProviderID in k8s node resource must be set for Azure IPAM".into(),
-            ));
+            return Err(SeedError::NoProviderId);
         }
         if !provider.starts_with("azure://") {
-            return Err(SeedError::ProviderId(
-                "Spec.ProviderID in k8s node resource must have prefix azure://".into(),
-            ));
+            return Err(SeedError::NotAzureProviderId {
+                provider_id: provider,
+            });
         }
         let interface = first_non_empty(&custom.azure.interface_name, &config.azure_interface_name);
         out.azure_interface = (!interface.is_empty()).then(|| interface.to_owned());
@@ -465,6 +469,36 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "Spec.ProviderID in k8s node resource must be set for Azure IPAM"
+        );
+        let n = node(&json!({"metadata": {"name": "n1"}, "spec": {"providerID": "aws:///i-1"}}));
+        let e = seed(
+            &n,
+            IpamMode::Azure,
+            &NodeSeedConfig::default(),
+            &CustomCniConf::default(),
+        )
+        .expect_err("not an azure provider id");
+        assert_eq!(
+            e,
+            SeedError::NotAzureProviderId {
+                provider_id: "aws:///i-1".into()
+            }
+        );
+        // Discovery's fatal error keeps the seed's as its source.
+        let fatal = crate::k8s::K8sError::ProviderId {
+            node: "n1".into(),
+            source: e,
+        };
+        let source = std::error::Error::source(&fatal).expect("a source");
+        assert_eq!(
+            source.downcast_ref::<SeedError>(),
+            Some(&SeedError::NotAzureProviderId {
+                provider_id: "aws:///i-1".into()
+            })
+        );
+        assert_eq!(
+            source.to_string(),
+            "Spec.ProviderID in k8s node resource must have prefix azure://"
         );
     }
 

@@ -22,7 +22,7 @@ use std::{
 use agent_common::endpoint::ENDPOINT_F_NO_SNAT_V4;
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
-use weft_agent::datapath::NetdevConfig;
+use weft_agent::datapath::{NetdevConfig, PoolIdPerFamily};
 
 use crate::{
     NamedNetNs, Node, ThreadNetNs,
@@ -330,7 +330,7 @@ fn weft_snat(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
 
 fn weft_to_external(serve: &dyn Fn(Pods) -> Result<()>, flags: u32) -> Result<u64> {
     let mut node = Node::new();
-    let pod = node.add_pod_with(1, flags, 0);
+    let pod = node.add_pod_with(1, flags, PoolIdPerFamily::default());
     let ext = External::new(&["10.77.0.0/24"]);
     let config = NetdevConfig {
         masq_v4: Some(NODE_IP),

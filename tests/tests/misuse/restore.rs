@@ -7,15 +7,18 @@ use std::{
     net::IpAddr,
     path::{Path, PathBuf},
     process::Command,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use serde_json::Value;
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
     agent::{Agent, CniCall, add, example_store},
-    bin_path, require_root, unique,
+    bin_path, require_root, unique, wait_for,
 };
+
+/// How long the agent gets to converge after a restart.
+const PATIENCE: Duration = Duration::from_secs(15);
 
 /// A cluster-pool CiliumNode whose podCIDR is already assigned and whose `spec.addresses`
 /// names `internal` as `CiliumInternalIP`.
@@ -127,20 +130,6 @@ fn status_json(agent: &Agent) -> Value {
     })
 }
 
-fn wait_for<T>(agent: &Agent, what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        match probe() {
-            Ok(value) => return value,
-            Err(last) if Instant::now() > deadline => panic!(
-                "timed out waiting for {what}; last seen: {last}\n--- agent log ---\n{}",
-                agent.log()
-            ),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
 /// The only endpoint record in the agent's state directory.
 fn only_record(agent: &Agent) -> PathBuf {
     let dir = agent.state.join("endpoints");
@@ -193,7 +182,7 @@ fn the_chosen_router_is_written_back_as_cilium_internal_ip() {
     let (_netns, call) = add_once(&agent, "default", "web");
     let (_, gateway) = address_and_gateway(&call);
     assert!(gateway.starts_with("10.244.3."), "gateway {gateway}");
-    wait_for(&agent, "CiliumInternalIP to name the router", || {
+    wait_for("CiliumInternalIP to name the router", PATIENCE, || {
         let now = internal_ips(&agent);
         if now == [gateway.clone()] {
             Ok(())
@@ -208,8 +197,8 @@ fn the_chosen_router_is_written_back_as_cilium_internal_ip() {
         "other addresses stay: {doc}"
     );
     wait_for(
-        &agent,
         "the IPCache host entries to follow the router",
+        PATIENCE,
         || {
             let router = ipcache_identity(&agent, &format!("{gateway}/32"));
             let stale = ipcache_identity(&agent, "10.99.0.1/32");
@@ -285,8 +274,8 @@ fn an_address_that_left_the_crd_pool_is_reported_and_new_pods_proceed() {
         "bypassed, the address is restored: {status}"
     );
     wait_for(
-        &agent,
         "status.ipam.used to hold the bypassed address",
+        PATIENCE,
         || {
             let used = agent.node_doc()["status"]["ipam"]["used"][&gone]["owner"].clone();
             if used.as_str().is_some_and(|o| o.starts_with("default/web")) {

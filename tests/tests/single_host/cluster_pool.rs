@@ -2,9 +2,11 @@
 
 use ipnet::Ipv4Net;
 use serde_json::json;
-use weft_tests::{ThreadNetNs, agent::add, require_root};
+use std::time::Duration;
 
-use super::{agent_with, doc, refused_start, store_path, wait_for};
+use weft_tests::{ThreadNetNs, agent::add, require_root, wait_for};
+
+use super::{agent_with, doc, refused_start, store_path};
 
 /// The own node as a user pastes it: no podCIDRs yet, fields nobody here owns.
 const NODE1: &str = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\n  labels:\n    \
@@ -48,14 +50,18 @@ fn a_node_without_pod_cidrs_gets_a_block_no_other_node_holds() {
         .map(|n| std::fs::read(store_path(&agent, &format!("ciliumnodes/{n}.yaml"))).expect("read"))
         .collect();
     agent.start();
-    let cidrs = wait_for(&agent, 15, "podCIDRs in node1's CiliumNode", || {
-        let cidrs = doc(&agent, "ciliumnodes/node1.yaml")["spec"]["ipam"]["podCIDRs"].clone();
-        if cidrs.is_null() {
-            Err(cidrs.to_string())
-        } else {
-            Ok(cidrs)
-        }
-    });
+    let cidrs = wait_for(
+        "podCIDRs in node1's CiliumNode",
+        Duration::from_secs(15),
+        || {
+            let cidrs = doc(&agent, "ciliumnodes/node1.yaml")["spec"]["ipam"]["podCIDRs"].clone();
+            if cidrs.is_null() {
+                Err(cidrs.to_string())
+            } else {
+                Ok(cidrs)
+            }
+        },
+    );
     assert_eq!(
         cidrs,
         json!(["10.240.2.0/24"]),
@@ -94,7 +100,7 @@ fn a_node_without_pod_cidrs_gets_a_block_no_other_node_holds() {
     // A restart restores the block instead of handing out another one.
     agent.stop();
     agent.start();
-    std::thread::sleep(std::time::Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(
         doc(&agent, "ciliumnodes/node1.yaml")["spec"]["ipam"]["podCIDRs"],
         json!(["10.240.2.0/24"])

@@ -11,7 +11,7 @@ mod multi_pool;
 
 use std::{
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use serde_json::Value;
@@ -54,29 +54,6 @@ fn doc(agent: &Agent, rel: &str) -> Value {
     let path = agent.store.join(rel);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Poll `probe` every 100 ms for up to `secs` seconds; panics with `what`, the last value seen
-/// and the agent's log.
-fn wait_for<T>(
-    agent: &Agent,
-    secs: u64,
-    what: &str,
-    mut probe: impl FnMut() -> Result<T, String>,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match probe() {
-            Ok(value) => return value,
-            Err(last) if Instant::now() > deadline => {
-                panic!(
-                    "timed out waiting for {what}; last seen: {last}\n--- agent log ---\n{}",
-                    agent.log()
-                )
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
 }
 
 /// Start the agent, expect it to exit non-zero on its own, and return its log.

@@ -10,10 +10,10 @@ use serde_json::Value;
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
     agent::{Agent, del},
-    require_root, unique,
+    require_root, unique, wait_for,
 };
 
-use super::{agent_with, doc, v4_of, wait_for};
+use super::{agent_with, doc, v4_of};
 
 /// The own node with nothing asked for or allocated yet.
 const NODE1: &str = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\nspec:\n  \
@@ -62,7 +62,7 @@ fn small_requested(agent: &Agent) -> Option<u64> {
 }
 
 fn wait_blocks(agent: &Agent, what: &str, want: &[&str]) {
-    wait_for(agent, 15, what, || {
+    wait_for(what, Duration::from_secs(15), || {
         let blocks = small_blocks(agent);
         if blocks == want {
             Ok(())
@@ -167,7 +167,7 @@ fn a_pool_of_28s_grows_by_a_block_when_its_pods_need_it_and_shrinks_after_their_
     let mut pods: Vec<Added> = (0..12)
         .map(|i| add_retrying(&agent, &format!("p{i}")))
         .collect();
-    wait_for(&agent, 15, "requested to reach 14", || {
+    wait_for("requested to reach 14", Duration::from_secs(15), || {
         let asked = small_requested(&agent);
         if asked == Some(14) {
             Ok(())

@@ -12,8 +12,11 @@ pub(crate) fn multi_pool_with_cidr(cidr: &str) -> String {
     MULTI_POOL_NODE.replacen("10.200.0.0/27", cidr, 1)
 }
 
-/// A flush must refuse the unparsable own node and leave its bytes alone.
+/// A flush must refuse the unparsable own node and leave its bytes alone, and so must the
+/// writer task (woken by the write just sent): its refusal is counted as a failure.
 pub(crate) async fn assert_flush_refused(store: &EmbeddedStore, path: &Path, bytes: &[u8]) {
+    let failures = || store.stats().failures.load(Ordering::Relaxed);
+    let before = failures();
     match store.flush().await {
         Err(StoreError::Parse { path: at, reason }) => {
             assert_eq!(at, path, "the refused document");
@@ -25,8 +28,10 @@ pub(crate) async fn assert_flush_refused(store: &EmbeddedStore, path: &Path, byt
         Err(other) => panic!("flush of a corrupt node failed, but not as Parse: {other}"),
         Ok(()) => panic!("flush of a corrupt node succeeded"),
     }
-    // Give the writer task its chance too.
-    tokio::time::sleep(DEBOUNCE).await;
+    eventually("the writer task refusing the corrupt node too", || {
+        (failures() >= before + 2).then_some(())
+    })
+    .await;
     let now = fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     assert!(now == bytes, "the corrupt document was overwritten");
 }

@@ -136,35 +136,51 @@ pub(crate) fn writes_are_debounced_coalesced_and_only_when_changed() {
 
 #[test]
 pub(crate) fn first_write_is_prompt_and_flush_bypasses_the_debounce() {
+    // A debounce the test waits out: the held write must land by itself, and not before it.
+    const HELD: Duration = Duration::from_secs(1);
     let scratch = Scratch::new();
     let path = scratch.put("ciliumnodes/node1.yaml", CRD_MODE_NODE);
     let mut renames = RenameCounter::new(&scratch.path("ciliumnodes"), "node1.yaml");
     let rt = current_thread();
     rt.block_on(async {
-        // A debounce far longer than the test: only the first write may go out by itself.
-        let store = scratch.open(LONG);
+        let store = scratch.open(HELD);
+        let asked = Instant::now();
         store.write_node(used_write(&[("10.0.0.5", "default/a")]), "");
-        renames
-            .wait_for(1, "the first write despite a 60 s debounce")
-            .await;
-        store.write_node(used_write(&[("10.0.0.5", "default/b")]), "");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(
-            renames.count(),
-            1,
-            "a second write went out within the debounce"
+        renames.wait_for(1, "the first write").await;
+        let waited = asked.elapsed();
+        assert!(
+            waited < HELD / 2,
+            "the first write waited {waited:?}, as if for the {HELD:?} debounce"
         );
         assert_eq!(used_in(&path)["10.0.0.5"]["owner"], "default/a");
+        let first = stamp(&path).0;
+
+        store.write_node(used_write(&[("10.0.0.5", "default/b")]), "");
+        renames
+            .wait_for(2, "the held second write, once the debounce passed")
+            .await;
+        let gap = stamp(&path).0.duration_since(first).unwrap_or_default();
+        assert!(
+            gap >= HELD / 2,
+            "a second write went out {gap:?} after the first, within the {HELD:?} debounce"
+        );
+        assert_eq!(used_in(&path)["10.0.0.5"]["owner"], "default/b");
+
+        // Just written, so inside the debounce again: flush writes at once.
+        store.write_node(used_write(&[("10.0.0.5", "default/c")]), "");
+        let flushing = Instant::now();
         store
             .flush()
             .await
             .unwrap_or_else(|e| panic!("flush: {}", report(&e)));
-        assert_eq!(renames.count(), 2, "flush wrote at once");
-        assert_eq!(used_in(&path)["10.0.0.5"]["owner"], "default/b");
+        assert_eq!(renames.count(), 3, "flush wrote");
+        let took = flushing.elapsed();
+        assert!(took < HELD / 2, "flush waited {took:?} for the debounce");
+        assert_eq!(used_in(&path)["10.0.0.5"]["owner"], "default/c");
         store
             .flush()
             .await
             .unwrap_or_else(|e| panic!("flush with nothing pending: {}", report(&e)));
-        assert_eq!(renames.count(), 2, "a flush with nothing pending wrote");
+        assert_eq!(renames.count(), 3, "a flush with nothing pending wrote");
     });
 }

@@ -141,12 +141,23 @@ pub enum NetlinkError {
         source: rtnetlink::Error,
     },
     /// A route to another node's pod CIDR could not be set or removed.
-    #[error("route {route}: {reason}")]
+    #[error("route {route}")]
     NodeRoute {
         /// The route, in `ip route` syntax.
         route: String,
-        /// What the kernel (or the message builder) said.
-        reason: String,
+        /// What the kernel said.
+        #[source]
+        source: rtnetlink::Error,
+    },
+    /// A route to another node's pod CIDR cannot be expressed (for example an IPv6 CIDR via an
+    /// IPv4 address).
+    #[error("route {route}")]
+    NodeRouteMessage {
+        /// The route, in `ip route` syntax.
+        route: String,
+        /// What the message builder said (rtnetlink does not export its type).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Adding a route failed.
     #[error(

@@ -18,9 +18,9 @@ fn message(
         .destination_prefix(dst.network(), dst.prefix_len())
         .and_then(|b| b.gateway(via))
         .map(|b| b.protocol(RouteProtocol::Static).build())
-        .map_err(|e| NetlinkError::NodeRoute {
+        .map_err(|e| NetlinkError::NodeRouteMessage {
             route: format!("{dst} via {via}"),
-            reason: e.to_string(),
+            source: Box::new(e),
         })
 }
 
@@ -36,9 +36,9 @@ pub async fn replace_node_route(dst: IpNet, via: IpAddr) -> Result<(), NetlinkEr
         .replace()
         .execute()
         .await
-        .map_err(|e| NetlinkError::NodeRoute {
+        .map_err(|source| NetlinkError::NodeRoute {
             route: format!("{dst} via {via}"),
-            reason: e.to_string(),
+            source,
         })
 }
 
@@ -51,9 +51,31 @@ pub async fn delete_node_route(dst: IpNet, via: IpAddr) -> Result<bool, NetlinkE
     match handle.route().del(message(dst, via)?).execute().await {
         Ok(()) => Ok(true),
         Err(e) if is_errno(&e, Errno::ESRCH) || is_errno(&e, Errno::ENOENT) => Ok(false),
-        Err(e) => Err(NetlinkError::NodeRoute {
+        Err(source) => Err(NetlinkError::NodeRoute {
             route: format!("{dst} via {via}"),
-            reason: e.to_string(),
+            source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_route_that_cannot_be_built_keeps_the_builder_error() {
+        let error = message(
+            "fd00::/64".parse().expect("cidr"),
+            "10.0.0.1".parse().expect("ip"),
+        )
+        .expect_err("an IPv6 CIDR via an IPv4 address");
+        assert!(
+            matches!(&error, NetlinkError::NodeRouteMessage { route, .. } if route == "fd00::/64 via 10.0.0.1"),
+            "{error:?}"
+        );
+        let source = error.source().expect("a source");
+        assert_eq!(source.to_string(), "invalid address family Inet6");
     }
 }

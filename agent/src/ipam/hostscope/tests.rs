@@ -1,19 +1,7 @@
-use std::{collections::VecDeque, net::IpAddr};
+use std::net::IpAddr;
 
 use super::*;
-
-/// Hands out the queued numbers (mod n), then 0.
-struct Seq(VecDeque<u64>);
-
-impl Random for Seq {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0.pop_front().unwrap_or(0) % n
-    }
-}
-
-fn seq(values: &[u64]) -> Seq {
-    Seq(values.iter().copied().collect())
-}
+use crate::ipam::testing::seq;
 
 fn net(s: &str) -> IpNet {
     s.parse().unwrap()

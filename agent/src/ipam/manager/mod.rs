@@ -13,7 +13,7 @@ use super::{
     crdalloc::{CrdAllocator, CrdError, required_ips},
     hostscope::HostScopeAllocator,
     mode::{AllocatorKind, IpamMode},
-    multipool::{MultiPoolConfig, MultiPoolError, MultiPoolManager},
+    multipool::{MultiPoolConfig, MultiPoolError, MultiPoolManager, PoolNotFound},
     prealloc::{PreAllocError, parse_pre_allocation},
     selection::{ObjectLookup, PoolChoice, Rule, SelectionContext, pool_for_pod},
     staticip::StaticIp,
@@ -407,7 +407,7 @@ impl IpamManager {
                 Ok(done(a.ip, default_pool, false))
             }
             Backend::Multi(multi) => {
-                let skip = |pool: &str| -> Result<bool, String> {
+                let skip = |pool: &str| -> Result<bool, PoolNotFound> {
                     if only_default && pool != default_pool {
                         return Ok(true);
                     }
@@ -415,7 +415,9 @@ impl IpamManager {
                         .iter()
                         .find(|p| p.name() == pool)
                         .map(CiliumPodIPPool::skip_masquerade)
-                        .ok_or_else(|| format!("IP pool '{pool}' not found in stateDB table"))
+                        .ok_or_else(|| PoolNotFound {
+                            pool: pool.to_owned(),
+                        })
                 };
                 let pool_size = multi
                     .usage(&choice.pool, family)

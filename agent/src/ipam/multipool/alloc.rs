@@ -4,7 +4,7 @@
 
 use std::{net::IpAddr, time::Instant};
 
-use super::{MultiPoolAllocation, MultiPoolError, MultiPoolManager};
+use super::{MultiPoolAllocation, MultiPoolError, MultiPoolManager, PoolNotFound};
 use crate::ipam::{Family, Random};
 
 impl MultiPoolManager {
@@ -20,7 +20,7 @@ impl MultiPoolManager {
         owner: &str,
         pool: &str,
         family: Family,
-        skip_masquerade: &dyn Fn(&str) -> Result<bool, String>,
+        skip_masquerade: &dyn Fn(&str) -> Result<bool, PoolNotFound>,
         rng: &mut (impl Random + ?Sized),
         now: Instant,
     ) -> Result<MultiPoolAllocation, MultiPoolError> {
@@ -33,7 +33,7 @@ impl MultiPoolManager {
         &mut self,
         pool: &str,
         family: Family,
-        skip_masquerade: &dyn Fn(&str) -> Result<bool, String>,
+        skip_masquerade: &dyn Fn(&str) -> Result<bool, PoolNotFound>,
         rng: &mut (impl Random + ?Sized),
     ) -> Result<MultiPoolAllocation, MultiPoolError> {
         let cidrs = self
@@ -44,10 +44,7 @@ impl MultiPoolManager {
                 pool: pool.to_owned(),
                 family,
             })?;
-        let skip = skip_masquerade(pool).map_err(|reason| MultiPoolError::SkipMasquerade {
-            pool: pool.to_owned(),
-            reason,
-        })?;
+        let skip = skip_masquerade(pool)?;
         let ip = cidrs.allocate_next(rng)?;
         Ok(MultiPoolAllocation {
             ip,

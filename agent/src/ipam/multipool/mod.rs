@@ -77,15 +77,21 @@ pub enum MultiPoolError {
         /// The family.
         family: Family,
     },
-    /// The caller's skip-masquerade lookup failed (e.g. `IP pool '<pool>' not found in
-    /// stateDB table`); its text is kept as is.
-    #[error("{reason}")]
+    /// The caller's skip-masquerade lookup does not know the pool; its text is kept as is.
+    #[error(transparent)]
     SkipMasquerade {
-        /// The pool.
-        pool: String,
-        /// The lookup's error text.
-        reason: String,
+        /// The lookup's error.
+        #[from]
+        source: PoolNotFound,
     },
+}
+
+/// The skip-masquerade lookup does not know a pool (Cilium's stateDB lookup error).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("IP pool '{pool}' not found in stateDB table")]
+pub struct PoolNotFound {
+    /// The pool.
+    pub pool: String,
 }
 
 impl MultiPoolError {
@@ -103,7 +109,7 @@ impl MultiPoolError {
 ///
 /// # Errors
 /// Never.
-pub const fn never_skip_masquerade(_pool: &str) -> Result<bool, String> {
+pub const fn never_skip_masquerade(_pool: &str) -> Result<bool, PoolNotFound> {
     Ok(false)
 }
 

@@ -3,7 +3,10 @@ use std::{borrow::Cow, collections::BTreeMap};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::ipam::Family::{V4, V6};
+use crate::ipam::{
+    Family::{V4, V6},
+    mode::IpamMode,
+};
 
 #[derive(Default)]
 struct Objects {
@@ -426,15 +429,33 @@ fn mode_sync_and_default_pool() {
         pools: &pools,
     };
     let not_synced = Err("ipam-metadata-manager has not synced all pod IP pools yet");
-    for mode in ["crd", "cluster-pool", "eni", "Multi-Pool", ""] {
+    // Production hands selection the parsed mode's canonical name (`IpamMode::as_str`), and
+    // the configured value is parsed case-insensitively: unlike Cilium, which compares the
+    // raw string, weft treats `Multi-Pool` as multi-pool.
+    let parsed = |value: &str| value.parse::<IpamMode>().expect(value).as_str();
+    for mode in ["crd", "cluster-pool", "eni", "Cluster-Pool", "kubernetes"] {
         for synced in [true, false] {
             check(
                 "default/blue",
                 V4,
-                &ctx(mode, synced, "dflt"),
+                &ctx(parsed(mode), synced, "dflt"),
                 &Ok(("dflt", Rule::NotMultiPool)),
             );
         }
+    }
+    for mode in ["multi-pool", "Multi-Pool", "MULTI-POOL"] {
+        check(
+            "default/blue",
+            V4,
+            &ctx(parsed(mode), false, "dflt"),
+            &not_synced,
+        );
+        check(
+            "default/plain",
+            V4,
+            &ctx(parsed(mode), true, "dflt"),
+            &Ok(("dflt", Rule::NoMatch)),
+        );
     }
     check(
         "default/blue",

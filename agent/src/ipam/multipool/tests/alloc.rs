@@ -140,7 +140,9 @@ fn skip_masquerade_lookup() {
     let lookup = |pool: &str| match pool {
         "mars" => Ok(true),
         "default" => Ok(false),
-        other => Err(format!("IP pool '{other}' not found in stateDB table")),
+        other => Err(PoolNotFound {
+            pool: other.to_owned(),
+        }),
     };
     let mut m = manager();
     m.upsert_node(
@@ -159,6 +161,15 @@ fn skip_masquerade_lookup() {
     let err = m
         .allocate_next("o", "venus", Family::V4, &lookup, &mut zero(), t0())
         .unwrap_err();
+    assert_eq!(
+        err,
+        MultiPoolError::SkipMasquerade {
+            source: PoolNotFound {
+                pool: "venus".into()
+            }
+        },
+        "the lookup's typed error is kept"
+    );
     assert_eq!(
         err.to_string(),
         "IP pool 'venus' not found in stateDB table"

@@ -6,26 +6,12 @@ mod update;
 mod writeback;
 
 use std::{
-    collections::VecDeque,
     net::IpAddr,
     time::{Duration, Instant},
 };
 
 use super::*;
-use crate::ipam::Random;
-
-/// Hands out the queued numbers (mod n), then 0.
-struct Seq(VecDeque<u64>);
-
-impl Random for Seq {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0.pop_front().unwrap_or(0) % n
-    }
-}
-
-fn seq(values: &[u64]) -> Seq {
-    Seq(values.iter().copied().collect())
-}
+use crate::ipam::testing::{Seq, seq};
 
 fn zero() -> Seq {
     seq(&[])
