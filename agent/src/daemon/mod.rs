@@ -41,6 +41,7 @@ pub use self::{
     sanity::{CheckError, MODE_FILE},
     startup::ipam_config,
 };
+pub use crate::error::chain;
 use crate::{
     cni::{
         proto::{Request, Response},
@@ -162,19 +163,6 @@ pub enum DaemonError {
         #[source]
         source: crate::datapath::netlink::NetlinkError,
     },
-}
-
-/// An error and its sources on one line (for CNI error details).
-#[must_use]
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Everything pod operations touch, behind one lock.

@@ -242,7 +242,7 @@ impl Store for KubeStore {
             .await
             .map(|_| ())
             .map_err(|e| StoreError::Kube {
-                reason: crate::daemon::chain(&e),
+                reason: crate::error::chain(&e),
             })
     }
 }
