@@ -11,6 +11,7 @@
 mod identities;
 mod lock;
 mod netdev;
+mod node_store;
 mod observe;
 mod ops;
 mod queue;
@@ -36,6 +37,7 @@ use tokio::sync::Mutex;
 use tracing::{info, warn};
 
 pub use self::{
+    node_store::NodeStore,
     records::{EndpointRecord, RECORDS_DIR, RecordAddr, RecordError, Records},
     router::{ROUTER_FILE, ROUTER_OWNER},
     sanity::{CheckError, MODE_FILE},
@@ -52,7 +54,7 @@ use crate::{
     ipam::manager::IpamManager,
     k8s::K8sError,
     metrics::{Endpoint, Metrics, MetricsError, Readiness, Refresh},
-    store::{NodeStore, Snapshot, Store},
+    store::{Snapshot, Store},
 };
 
 /// Where the agent reads the cluster from.

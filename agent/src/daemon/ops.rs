@@ -11,7 +11,7 @@ use agent_common::identity;
 use tracing::{info, warn};
 
 use super::{
-    Daemon, EndpointRecord, RecordAddr, State,
+    Daemon, EndpointRecord, NodeStore, RecordAddr, State,
     result::{build_result, no_snat_flags, owner_of, pool_id},
 };
 use crate::{
@@ -31,7 +31,7 @@ use crate::{
         sanity::address_clash,
     },
     metrics::Outcome,
-    store::{NodeStore, Snapshot, Store as _},
+    store::{Snapshot, Store as _},
 };
 
 pub(super) fn error(

@@ -6,7 +6,7 @@ use std::{net::IpAddr, sync::Arc, time::Instant};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use super::{Daemon, DaemonError, DaemonOptions, Records, State, sanity};
+use super::{Daemon, DaemonError, DaemonOptions, NodeStore, Records, State, sanity};
 use crate::{
     config::AgentConfig,
     crd::nodeconfig::resolve_node_config,
@@ -15,7 +15,7 @@ use crate::{
     k8s::{KubeStore, discovery},
     metrics::Metrics,
     store::{
-        NodeStore, Store as _,
+        Store as _,
         embedded::{
             EmbeddedStore,
             operator::{InProcessOperator, OperatorConfig, OperatorError},

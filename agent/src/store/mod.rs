@@ -1,7 +1,9 @@
 //! Where the agent's view of the cluster lives: its own CiliumNode, the CiliumPodIPPools and
 //! CiliumNodeConfigs, and the metadata of pods and namespaces. A store publishes snapshots
 //! (`tokio::sync::watch`) and takes the agent's write-backs of the fields it owns; the embedded
-//! store keeps documents in a directory, the Kubernetes store (later) talks to the API server.
+//! store keeps documents in a directory, the Kubernetes store (`k8s::KubeStore`) talks to the API
+//! server. This module never imports `k8s`: the Kubernetes store implements [`Store`] from there,
+//! and the daemon, the composition root, picks one of the two (`daemon::NodeStore`).
 //! Nothing here allocates addresses: `ipam` decides, the store only reads and writes.
 
 pub mod embedded;
@@ -221,49 +223,6 @@ pub trait Store {
     fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }
 
-/// The store the agent runs on: a directory, or the Kubernetes API.
-#[derive(Debug, Clone)]
-pub enum NodeStore {
-    /// `--store DIR`.
-    Embedded(embedded::EmbeddedStore),
-    /// The API server.
-    Kube(crate::k8s::KubeStore),
-}
-
-impl NodeStore {
-    /// The writer's counters.
-    #[must_use]
-    pub fn stats(&self) -> &WriteStats {
-        match self {
-            Self::Embedded(s) => s.stats(),
-            Self::Kube(s) => s.stats(),
-        }
-    }
-}
-
-impl Store for NodeStore {
-    fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>> {
-        match self {
-            Self::Embedded(s) => s.snapshots(),
-            Self::Kube(s) => s.snapshots(),
-        }
-    }
-
-    fn write_node(&self, write: NodeWrite, base_version: &str) {
-        match self {
-            Self::Embedded(s) => s.write_node(write, base_version),
-            Self::Kube(s) => s.write_node(write, base_version),
-        }
-    }
-
-    async fn flush(&self) -> Result<(), StoreError> {
-        match self {
-            Self::Embedded(s) => s.flush().await,
-            Self::Kube(s) => s.flush().await,
-        }
-    }
-}
-
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -301,11 +260,14 @@ pub enum StoreError {
         /// Where it is expected.
         path: PathBuf,
     },
-    /// Writing to the Kubernetes API failed (the write stays queued).
-    #[error("writing CiliumNode: {reason}")]
+    /// Writing the own CiliumNode to the API server failed (the write stays queued). The
+    /// source is the Kubernetes store's typed error (a 409 Conflict and a 5xx stay apart);
+    /// the text repeats its chain so a log of this error alone still says why.
+    #[error("writing CiliumNode: {}", crate::error::chain(source.as_ref()))]
     Kube {
-        /// The error chain.
-        reason: String,
+        /// The Kubernetes store's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Watching the directory failed.
     #[error("watching {path} for changes")]
