@@ -9,7 +9,8 @@ use tokio::sync::watch;
 
 use crate::{
     k8s::KubeStore,
-    store::{NodeWrite, Snapshot, Store, StoreError, WriteStats, embedded::EmbeddedStore},
+    metrics::WriteStats,
+    store::{NodeWrite, Snapshot, Store, StoreError, embedded::EmbeddedStore},
 };
 
 /// The store the agent runs on: a directory, or the Kubernetes API.

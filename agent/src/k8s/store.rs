@@ -35,7 +35,10 @@ use super::{
     fold::{self, Builder},
     recreate, writer,
 };
-use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
+use crate::{
+    metrics::WriteStats,
+    store::{NodeWrite, Snapshot, Store, StoreError},
+};
 
 /// Least time between two snapshots a watch publishes during a burst of events.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);

@@ -14,11 +14,7 @@ use std::{
     hash::{Hash as _, Hasher as _},
     net::IpAddr,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::{Duration, SystemTime},
+    sync::Arc,
 };
 
 use tokio::sync::watch;
@@ -173,39 +169,6 @@ pub fn merge_writes(old: Option<NodeWrite>, new: NodeWrite) -> NodeWrite {
         release_ips: new.release_ips.or(old.release_ips),
         pools: new.pools.or(old.pools),
         cilium_internal_ips: new.cilium_internal_ips.or(old.cilium_internal_ips),
-    }
-}
-
-/// Counters of the CiliumNode writer of either store (metrics and `weft-agent status`).
-#[derive(Debug, Default)]
-pub struct WriteStats {
-    /// Successful writes of the CiliumNode (or its status).
-    pub writes: AtomicU64,
-    /// 409 Conflicts answered to a write (Kubernetes only; the write is retried).
-    pub conflicts: AtomicU64,
-    /// Writes that failed otherwise (and stay queued).
-    pub failures: AtomicU64,
-    /// Unix time in milliseconds of the last successful write; 0: none yet.
-    pub last_write_ms: AtomicU64,
-}
-
-impl WriteStats {
-    /// Count a successful write, now.
-    pub fn wrote(&self) {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        self.last_write_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// When the last successful write happened, if any.
-    #[must_use]
-    pub fn last_write(&self) -> Option<SystemTime> {
-        match self.last_write_ms.load(Ordering::Relaxed) {
-            0 => None,
-            ms => Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
-        }
     }
 }
 
