@@ -38,7 +38,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 
 /// `weft-agent status`: print the report; exit 1 when unhealthy or not running.
 fn status(socket: &std::path::Path, output: Output) -> std::process::ExitCode {
-    match weft_agent::status::query(socket) {
+    match weft_agent::cni::query::agent_status(socket) {
         Ok(report) => {
             if output == Output::Json {
                 match serde_json::to_string_pretty(&report) {
