@@ -47,17 +47,17 @@ pub(super) fn error(
 /// addresses, otherwise an IPAM failure naming the pod and the node.
 fn allocation_failed(version: &str, owner: &str, node: &str, e: &IpamError) -> Response {
     match e {
-        IpamError::NotReady { reason } => error(
+        IpamError::NotReady { .. } => error(
             version,
             code::TRY_AGAIN_LATER,
             "IPAM pool not ready yet",
-            reason.clone(),
+            super::chain(e),
         ),
         e => error(
             version,
             code::IPAM_FAILED,
             format!("unable to allocate an address for {owner} on node {node}"),
-            e.to_string(),
+            super::chain(e),
         ),
     }
 }
