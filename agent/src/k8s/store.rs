@@ -7,7 +7,8 @@
 //!
 //! Events are folded into the snapshot by [`super::fold`]; writes go through one task
 //! ([`super::writer`]); a CiliumNode deleted while the agent runs is created again by
-//! [`super::recreate`]; this file owns the watches and the shared state.
+//! [`super::recreate`]; this file owns the watches and the shared state. A failed write
+//! reaches the [`Store`] trait as `StoreError::Kube` with the typed [`K8sError`] as its source.
 
 use std::{
     sync::{

@@ -14,7 +14,8 @@
 //! same lock. Both write `spec.ipam.pools`, so the agent's part is applied only where the
 //! document still holds what the agent read (the read its base names): otherwise the
 //! operator added or took a block since, and the agent recomputes from the newer read, which
-//! comes next. The operator always computes from the document it is about to write.
+//! comes next. The operator always computes from the document it is about to write. The
+//! writer counts into `metrics::WriteStats`, as the Kubernetes store's does.
 
 pub mod docs;
 pub mod operator;
