@@ -1,14 +1,18 @@
 //! What one IPAM mode does behind [`super::IpamManager`]: the trait each mode's allocator
 //! implements (`host_scope`, `crd`, `multi_pool`, `delegated`, one file each). The manager
 //! keeps what every mode shares (families and their order, pool selection, the static IP
-//! wait, readiness at start); a backend only answers for its own allocator. Pure.
+//! wait, readiness at start); a backend only answers for its own allocator, and reads the
+//! CiliumNode only as IPAM's own [`NodeInput`] / [`NodeOutput`]. Pure.
 
 use std::{net::IpAddr, time::Instant};
 
 use super::{IpamConfig, IpamError, IpamUsage};
 use crate::{
-    crd::{ipam::NodeIpamWrite, node::CiliumNode, pool::CiliumPodIPPool},
-    ipam::{Family, Random},
+    crd::{ipam::NodeIpamWrite, pool::CiliumPodIPPool},
+    ipam::{
+        Family, Random,
+        input::{NodeInput, NodeOutput},
+    },
 };
 
 /// One allocation a backend is asked for: the pool selection already chose `pool`.
@@ -39,8 +43,8 @@ pub(super) struct Handed {
 
 /// The allocator of one IPAM mode.
 pub(super) trait Backend: std::fmt::Debug + Send + Sync {
-    /// Feed the own CiliumNode.
-    fn observe_node(&mut self, node: &CiliumNode, config: &IpamConfig);
+    /// Feed the own CiliumNode (as IPAM reads it).
+    fn observe_node(&mut self, node: &NodeInput, config: &IpamConfig);
 
     /// The own CiliumNode is gone.
     fn remove_node(&mut self) {}
@@ -104,8 +108,8 @@ pub(super) trait Backend: std::fmt::Debug + Send + Sync {
     /// Every restored address is back (multi-pool may now release CIDRs).
     fn restore_finished(&mut self) {}
 
-    /// What the agent owns in its CiliumNode now.
-    fn node_write(&mut self, node: Option<&CiliumNode>, now: Instant) -> NodeIpamWrite;
+    /// What the agent owns in its CiliumNode now, against the node's current parts.
+    fn node_write(&mut self, node: &NodeOutput, now: Instant) -> NodeIpamWrite;
 
     /// `"IPv4: …, IPv6: …"`-style status.
     fn status(&self) -> String;

@@ -11,10 +11,11 @@ use super::{
     usage::to_u64,
 };
 use crate::{
-    crd::{ipam::NodeIpamWrite, node::CiliumNode},
+    crd::ipam::NodeIpamWrite,
     ipam::{
         Family, Random,
         crdalloc::{CrdAllocator, CrdError, required_ips},
+        input::{NodeInput, NodeOutput},
         mode::IpamMode,
     },
 };
@@ -46,18 +47,11 @@ fn restore_error(e: CrdError) -> IpamError {
 }
 
 impl Backend for Crd {
-    fn observe_node(&mut self, node: &CiliumNode, config: &IpamConfig) {
-        let ipam = node.spec.ipam.clone().unwrap_or_default();
-        let release = node
-            .status
-            .as_ref()
-            .and_then(|s| s.ipam.as_ref())
-            .map(|i| i.release_ips.clone())
-            .unwrap_or_default();
-        let pool = (!ipam.pool.is_empty()).then(|| ipam.pool.clone());
-        self.alloc.update_node(pool, release);
+    fn observe_node(&mut self, node: &NodeInput, config: &IpamConfig) {
+        self.alloc
+            .update_node(node.crd_pool.clone(), node.release_ips.clone());
         self.min_required =
-            required_ips(ipam.min_allocate, ipam.pre_allocate, config.health_checking);
+            required_ips(node.min_allocate, node.pre_allocate, config.health_checking);
     }
 
     fn remove_node(&mut self) {
@@ -141,7 +135,7 @@ impl Backend for Crd {
         let _ = self.alloc.release(ip);
     }
 
-    fn node_write(&mut self, _node: Option<&CiliumNode>, _now: Instant) -> NodeIpamWrite {
+    fn node_write(&mut self, _node: &NodeOutput, _now: Instant) -> NodeIpamWrite {
         NodeIpamWrite {
             used: Some(self.alloc.used()),
             release_ips: Some(self.alloc.release_ips()),

@@ -8,8 +8,11 @@ use super::{
     backend::{Backend, Handed, Request},
 };
 use crate::{
-    crd::{ipam::NodeIpamWrite, node::CiliumNode},
-    ipam::{Family, Random},
+    crd::ipam::NodeIpamWrite,
+    ipam::{
+        Family, Random,
+        input::{NodeInput, NodeOutput},
+    },
 };
 
 /// No allocator.
@@ -17,7 +20,7 @@ use crate::{
 pub(super) struct Delegated;
 
 impl Backend for Delegated {
-    fn observe_node(&mut self, _node: &CiliumNode, _config: &IpamConfig) {}
+    fn observe_node(&mut self, _node: &NodeInput, _config: &IpamConfig) {}
 
     fn ready(&self, _config: &IpamConfig) -> Result<(), IpamError> {
         Err(Failure::NotSupported.into())
@@ -44,7 +47,7 @@ impl Backend for Delegated {
 
     fn release(&mut self, _ip: IpAddr, _pool: &str) {}
 
-    fn node_write(&mut self, _node: Option<&CiliumNode>, _now: Instant) -> NodeIpamWrite {
+    fn node_write(&mut self, _node: &NodeOutput, _now: Instant) -> NodeIpamWrite {
         NodeIpamWrite::default()
     }
 

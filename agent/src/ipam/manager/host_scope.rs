@@ -12,8 +12,12 @@ use super::{
     usage::to_u64,
 };
 use crate::{
-    crd::{ipam::NodeIpamWrite, node::CiliumNode},
-    ipam::{Family, Random, hostscope::HostScopeAllocator},
+    crd::ipam::NodeIpamWrite,
+    ipam::{
+        Family, Random,
+        hostscope::HostScopeAllocator,
+        input::{NodeInput, NodeOutput},
+    },
 };
 
 /// One host-scope allocator per family, once the family's pod CIDR is known.
@@ -40,11 +44,8 @@ impl HostScope {
 }
 
 impl Backend for HostScope {
-    fn observe_node(&mut self, node: &CiliumNode, config: &IpamConfig) {
-        let Some(ipam) = node.spec.ipam.as_ref() else {
-            return;
-        };
-        for cidr in &ipam.pod_cidrs {
+    fn observe_node(&mut self, node: &NodeInput, config: &IpamConfig) {
+        for cidr in &node.pod_cidrs {
             let slot = if matches!(cidr, IpNet::V4(_)) {
                 &mut self.v4
             } else {
@@ -117,7 +118,7 @@ impl Backend for HostScope {
         }
     }
 
-    fn node_write(&mut self, _node: Option<&CiliumNode>, _now: Instant) -> NodeIpamWrite {
+    fn node_write(&mut self, _node: &NodeOutput, _now: Instant) -> NodeIpamWrite {
         NodeIpamWrite::default()
     }
 

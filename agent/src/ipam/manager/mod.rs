@@ -4,8 +4,10 @@
 //! releases, tells whether the node is ready, and says what to write back to the CiliumNode.
 //! Each mode is one [`backend::Backend`] in its own file (`host_scope`, `crd`, `multi_pool`,
 //! `delegated`); this file keeps what they share: the families, pool selection, the static IP
-//! wait and readiness at start. Errors are typed (`error`): the allocator's own error stays
-//! the source. Pure like the rest of `ipam`: objects, time and randomness come in as arguments.
+//! wait and readiness at start. The CiliumNode reaches the backends only as IPAM's own
+//! [`NodeInput`] / [`NodeOutput`] (`crate::ipam::input`, the one adapter from the wire type).
+//! Errors are typed (`error`): the allocator's own error stays the source. Pure like the rest
+//! of `ipam`: objects, time and randomness come in as arguments.
 
 use std::{net::IpAddr, time::Instant};
 
@@ -22,6 +24,7 @@ pub use self::{
 };
 use super::{
     Family, Random,
+    input::{NodeInput, NodeOutput},
     mode::{AllocatorKind, IpamMode},
     multipool::{MultiPoolConfig, MultiPoolManager},
     prealloc::parse_pre_allocation,
@@ -152,16 +155,10 @@ impl IpamManager {
             return;
         };
         self.node_seen = true;
-        let ipam = node.spec.ipam.as_ref();
-        let status = node.status.as_ref();
-        self.static_ip = StaticIp::new(
-            ipam.map(|i| i.static_ip_tags.clone()).unwrap_or_default(),
-            status
-                .and_then(|s| s.ipam.as_ref())
-                .map(|i| i.assigned_static_ip.clone())
-                .unwrap_or_default(),
-        );
-        self.backend.observe_node(node, &self.config);
+        let node = NodeInput::from(node);
+        self.static_ip =
+            StaticIp::new(node.static_ip_tags.clone(), node.assigned_static_ip.clone());
+        self.backend.observe_node(&node, &self.config);
     }
 
     /// `Ok` when pods can get addresses; otherwise what the node waits for (Cilium's wording).
@@ -305,7 +302,7 @@ impl IpamManager {
     /// (CRD modes) or `spec.ipam.pools` (multi-pool, eni, plus clearing a stale `used`).
     #[must_use]
     pub fn node_write(&mut self, node: Option<&CiliumNode>, now: Instant) -> NodeIpamWrite {
-        self.backend.node_write(node, now)
+        self.backend.node_write(&NodeOutput::from(node), now)
     }
 
     /// `"IPv4: …, IPv6: …"`-style status of the allocator.

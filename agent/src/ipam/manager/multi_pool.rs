@@ -10,9 +10,10 @@ use super::{
     backend::{Backend, Handed, Request},
 };
 use crate::{
-    crd::{eni::eni_allocated, ipam::NodeIpamWrite, node::CiliumNode, pool::CiliumPodIPPool},
+    crd::{ipam::NodeIpamWrite, pool::CiliumPodIPPool},
     ipam::{
         Family, Random,
+        input::{NodeInput, NodeOutput},
         mode::IpamMode,
         multipool::{MultiPoolError, MultiPoolManager},
     },
@@ -25,21 +26,18 @@ pub(super) struct MultiPool {
 }
 
 impl Backend for MultiPool {
-    fn observe_node(&mut self, node: &CiliumNode, config: &IpamConfig) {
-        let ipam = node.spec.ipam.clone().unwrap_or_default();
-        let mut allocated = ipam
-            .pools
-            .as_ref()
-            .map(|p| p.allocated.clone())
-            .unwrap_or_default();
-        let status = node.status.as_ref();
-        if config.mode == IpamMode::Eni
-            && let Some(entry) =
-                eni_allocated(node.spec.eni.as_ref(), status.and_then(|s| s.eni.as_ref()))
-        {
-            allocated = vec![entry];
+    fn observe_node(&mut self, node: &NodeInput, config: &IpamConfig) {
+        let eni = (config.mode == IpamMode::Eni)
+            .then_some(node.eni_allocated.as_ref())
+            .flatten();
+        match eni {
+            Some(entry) => self
+                .manager
+                .upsert_node(std::slice::from_ref(entry), node.pre_allocate),
+            None => self
+                .manager
+                .upsert_node(&node.pools_allocated, node.pre_allocate),
         }
-        self.manager.upsert_node(&allocated, ipam.pre_allocate);
         self.manager.mark_synced();
     }
 
@@ -133,18 +131,10 @@ impl Backend for MultiPool {
         self.manager.restore_finished(Family::V6);
     }
 
-    fn node_write(&mut self, node: Option<&CiliumNode>, now: Instant) -> NodeIpamWrite {
-        let current_pools = node
-            .and_then(|n| n.spec.ipam.as_ref())
-            .and_then(|i| i.pools.clone())
-            .unwrap_or_default();
-        let stale_used = node
-            .and_then(|n| n.status.as_ref())
-            .and_then(|s| s.ipam.as_ref())
-            .is_some_and(|i| !i.used.is_empty());
-        let update = self.manager.pool_spec(&current_pools, now);
+    fn node_write(&mut self, node: &NodeOutput, now: Instant) -> NodeIpamWrite {
+        let update = self.manager.pool_spec(&node.pools, now);
         NodeIpamWrite {
-            used: stale_used.then(BTreeMap::new),
+            used: node.has_used.then(BTreeMap::new),
             release_ips: None,
             pools: update.changed.then_some(update.spec),
             cilium_internal_ips: None,
