@@ -28,7 +28,11 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         // Colour only for a person at a terminal: a log file or `kubectl logs` gets plain text.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // CNI requests, netlink drivers, watches and writers run side by side; a few workers are
+    // enough for a node's pod churn and keep the agent's footprint small.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;

@@ -6,8 +6,12 @@
 //! reserve the router addresses, replay DELs queued while the agent was down (again on every
 //! tick until they succeed), then serve the CNI socket. After that, every store change (and a
 //! one-minute tick, as Cilium's refresh) re-feeds IPAM and writes back what the agent owns in
-//! its CiliumNode. All pod operations run under one lock, so allocations never race.
+//! its CiliumNode. Pod operations run side by side: each holds its attachment's lock, and the
+//! state lock only for the short IPAM and eBPF map steps (never across netlink); ADD and DEL
+//! ask the loop for a write-back instead of waiting for one.
 
+mod add;
+mod attachment_lock;
 mod identities;
 mod lock;
 mod netdev;
@@ -203,6 +207,10 @@ pub struct Daemon {
     pub(crate) state: Mutex<State>,
     /// Woken when local endpoints or the store change (identities, CiliumEndpoints).
     pub(crate) endpoints_changed: tokio::sync::Notify,
+    /// Woken by ADD and DEL: the daemon loop syncs (coalescing a burst into one pass).
+    pub(crate) sync_wanted: tokio::sync::Notify,
+    /// One operation at a time per CNI attachment.
+    pub(crate) attachments: attachment_lock::AttachmentLocks,
     /// Every metric; operations count into it, scrapes refresh it ([`Refresh`]).
     pub(crate) metrics: Arc<Metrics>,
     /// How the datapath attaches (read once, so status and scrapes need no lock).
@@ -215,15 +223,28 @@ pub struct Daemon {
 
 impl Handler for Daemon {
     async fn handle(&self, request: Request) -> Response {
-        match request {
-            Request::Add(pod) => self.add(&pod).await,
-            Request::Del(pod) => self.del(&pod).await,
-            Request::Check(pod) => self.check(&pod).await,
-            Request::Status { cni_version } => self.status(&cni_version).await,
-            Request::Gc { cni_version, valid } => self.gc(&cni_version, &valid).await,
-            Request::Explain { owner } => self.explain(&owner).await,
-            Request::AgentStatus => Response::Status(Box::new(self.agent_status().await)),
-        }
+        let started = Instant::now();
+        let (command, response) = match request {
+            Request::Add(pod) => ("ADD", self.add(&pod).await),
+            Request::Del(pod) => ("DEL", self.del(&pod).await),
+            Request::Check(pod) => ("CHECK", self.check(&pod).await),
+            Request::Status { cni_version } => ("STATUS", self.status(&cni_version).await),
+            Request::Gc { cni_version, valid } => ("GC", self.gc(&cni_version, &valid).await),
+            Request::Explain { owner } => ("EXPLAIN", self.explain(&owner).await),
+            Request::AgentStatus => (
+                "AGENT_STATUS",
+                Response::Status(Box::new(self.agent_status().await)),
+            ),
+        };
+        let outcome = if matches!(response, Response::Error(_)) {
+            crate::metrics::Outcome::Failure
+        } else {
+            crate::metrics::Outcome::Success
+        };
+        self.metrics
+            .cni
+            .request(command, outcome, started.elapsed());
+        response
     }
 }
 
@@ -287,11 +308,15 @@ impl Daemon {
                         break;
                     }
                 }
+                () = daemon.sync_wanted.notified() => {}
                 () = notified(masq_file.as_deref()) => {
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                     continue;
                 }
-                _ = tick.tick() => queue::replay_deletes(&daemon).await,
+                _ = tick.tick() => {
+                    queue::replay_deletes(&daemon).await;
+                    netdev::reload_masq(&mut *daemon.state.lock().await);
+                }
             }
             let snapshot = snapshots.borrow_and_update().clone();
             daemon.sync(snapshot).await;
@@ -329,7 +354,8 @@ impl Daemon {
     }
 
     /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back; keep the
-    /// node's addresses in the IPCache and re-read the masquerade exclusions.
+    /// node's addresses in the IPCache. (The masquerade exclusions are re-read by their file's
+    /// watch and the tick, not here.)
     pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
@@ -371,7 +397,6 @@ impl Daemon {
             self.config.auto_direct_node_routes,
         )
         .await;
-        netdev::reload_masq(&mut state);
         let mut write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         write.cilium_internal_ips = router::write_back(&state.router, snapshot.own_node());
         drop(state);

@@ -1,38 +1,38 @@
-//! The CNI operations as the agent performs them. ADD: a repeated ADD gets the recorded
-//! answer once its datapath is repaired (unless its sandbox is gone: then the stale attachment
-//! is undone first; an ADD of it in another sandbox while the first lives is refused); otherwise
-//! allocate (IPAM), wire (datapath), record, answer — and on any failure undo every step
-//! already made. DEL: unwire, release, forget; idempotent, also after the sandbox is gone.
-//! CHECK, STATUS, GC.
+//! The CNI operations other than ADD (`add.rs`) as the agent performs them. DEL: unwire,
+//! release, forget; idempotent, also after the sandbox is gone. CHECK, STATUS, GC. Each takes
+//! its attachment's lock; the state lock only for the IPAM and eBPF map steps, never across
+//! netlink.
 
 use std::{net::IpAddr, sync::Arc, time::Instant};
 
-use agent_common::identity;
-use tracing::{info, warn};
+use tracing::info;
 
-use super::{
-    Daemon, EndpointRecord, NodeStore, RecordAddr, State,
-    result::{build_result, no_snat_flags, owner_of, pool_id},
-};
+use super::{Daemon, EndpointRecord, NodeStore, RecordAddr, RecordError, State, chain};
 use crate::{
     cni::{
         proto::{PodRequest, Response},
-        types::{Attachment, CniError, CniResult, code},
+        types::{Attachment, CniError, code},
     },
     crd::pool::CiliumPodIPPool,
-    datapath::{
-        Datapath, DatapathError, PodSpec, host_ifname,
-        ipcache::host_prefix,
-        netns::{self, NetNsError},
-    },
+    datapath::{Datapath, DatapathError, ipcache::host_prefix},
     ipam::{
         Family,
         manager::{Allocated, IpamError},
-        sanity::address_clash,
     },
     metrics::Outcome,
     store::{Snapshot, Store as _},
 };
+
+/// Why an attachment could not be undone.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ForgetError {
+    /// A map, the attachment or the veth could not be removed.
+    #[error("removing the pod's interface and datapath entries failed")]
+    Datapath(#[from] DatapathError),
+    /// The endpoint record could not be removed.
+    #[error("cannot remove the endpoint record")]
+    Record(#[from] RecordError),
+}
 
 pub(super) fn error(
     version: &str,
@@ -45,227 +45,41 @@ pub(super) fn error(
 
 /// The answer to an ADD whose allocation failed: "try again later" while the node waits for
 /// addresses, otherwise an IPAM failure naming the pod and the node.
-fn allocation_failed(version: &str, owner: &str, node: &str, e: &IpamError) -> Response {
+pub(super) fn allocation_failed(version: &str, owner: &str, node: &str, e: &IpamError) -> Response {
     match e {
         IpamError::NotReady { .. } => error(
             version,
             code::TRY_AGAIN_LATER,
             "IPAM pool not ready yet",
-            super::chain(e),
+            chain(e),
         ),
         e => error(
             version,
             code::IPAM_FAILED,
             format!("unable to allocate an address for {owner} on node {node}"),
-            super::chain(e),
+            chain(e),
         ),
     }
 }
 
 impl Daemon {
-    pub(super) async fn add(&self, pod: &PodRequest) -> Response {
-        let v = pod.cni_version.as_str();
-        if let Some(answer) = self.earlier_attachment(pod).await {
-            return answer;
-        }
-        match netns::check_pod_netns(&pod.netns) {
-            Ok(()) => {}
-            Err(NetNsError::NotFound { .. }) => {
-                return error(
-                    v,
-                    code::UNKNOWN_CONTAINER,
-                    format!("network namespace {} does not exist", pod.netns.display()),
-                    "the sandbox is gone; the runtime should retry with a live one",
-                );
-            }
-            Err(e) => return error(v, code::INVALID_ENV, "CNI_NETNS refused", e.to_string()),
-        }
-        self.wait_for_pod(pod).await;
-        let mut state = self.state.lock().await;
-        if !state.unrestored.is_empty() || state.router.is_empty() {
-            let why = state.ipam.ready().err().map_or_else(
-                || "restoring the addresses of existing endpoints".to_owned(),
-                |e| e.to_string(),
-            );
-            return error(v, code::TRY_AGAIN_LATER, "IPAM pool not ready yet", why);
-        }
-        let snapshot = Arc::clone(&state.snapshot);
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
-        let owner = match owner_of(pod, &snapshot) {
-            Ok(owner) => owner,
-            Err(e) => return Response::Error(e),
-        };
-        let allocated = match self.allocate(&mut state, &owner, &snapshot, &pools) {
-            Ok(a) => a,
-            Err(e) => {
-                // The failed attempt left a pending allocation (multi-pool): write the demand
-                // now, or a quiet node never asks for the block the pod waits for (Cilium
-                // triggers the CiliumNode update on every attempt, failed or not).
-                drop(state);
-                self.request_write().await;
-                return allocation_failed(v, &owner, &self.opts.node_name, &e);
-            }
-        };
-        if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
-            return refused;
-        }
-        match self.wire(&mut state, pod, &owner, &allocated).await {
-            Ok(result) => {
-                drop(state);
-                self.request_write().await;
-                info!(container = %pod.container_id, %owner, ips = ?allocated.iter().map(|a| a.ip).collect::<Vec<_>>(), "ADD");
-                Response::Added(result)
-            }
-            Err(response) => {
-                let addrs: Vec<_> = allocated.iter().map(|a| (a.ip, a.pool.clone())).collect();
-                self.release(&mut state, &addrs);
-                response
-            }
-        }
-    }
-
-    /// An address inside one of the node's own networks (a pod range that overlaps them,
-    /// found after start-up) is never handed out: release the allocation and refuse the ADD.
-    fn refuse_clashes(
-        &self,
-        state: &mut State,
-        v: &str,
-        owner: &str,
-        allocated: &[Allocated],
-    ) -> Option<Response> {
-        let (ip, network) = allocated.iter().find_map(|a| {
-            address_clash(self.config.ipam, a.ip, &state.node_networks).map(|n| (a.ip, n.clone()))
-        })?;
-        for a in allocated {
-            state.ipam.release(a.ip, &a.pool);
-        }
-        Some(error(
-            v,
-            code::IPAM_FAILED,
-            format!("refusing address {ip} for {owner}: it overlaps {network}"),
-            "a pod range overlaps the node's own networks; pick pod CIDRs outside them (see the \
-             agent's log for the range and the fix)",
-        ))
-    }
-
-    /// Wire the pod and record it; on failure everything made here is undone.
-    async fn wire(
-        &self,
-        state: &mut State,
-        pod: &PodRequest,
-        owner: &str,
-        allocated: &[Allocated],
-    ) -> Result<CniResult, Response> {
-        let v = pod.cni_version.as_str();
-        let addrs: Vec<IpAddr> = allocated.iter().map(|a| a.ip).collect();
-        let gateway_v4 = state.router.iter().find_map(|ip| match ip {
-            IpAddr::V4(v4) => Some(*v4),
-            IpAddr::V6(_) => None,
-        });
-        let gateway_v6 = state.router.iter().find_map(|ip| match ip {
-            IpAddr::V6(v6) => Some(*v6),
-            IpAddr::V4(_) => None,
-        });
-        let flags = no_snat_flags(allocated.iter().map(|a| (a.ip, a.skip_masquerade)));
-        let first_pool = allocated
-            .first()
-            .map_or(self.config.default_pool.as_str(), |a| a.pool.as_str());
-        let spec = PodSpec {
-            container_id: &pod.container_id,
-            netns: &pod.netns,
-            ifname: &pod.ifname,
-            addrs: &addrs,
-            gateway_v4,
-            gateway_v6,
-            identity: identity::INIT,
-            pool_id: pool_id(first_pool, &self.config.default_pool),
-            flags,
-            mtu: pod.mtu,
-        };
-        let mut record = EndpointRecord {
-            container_id: pod.container_id.clone(),
-            ifname: pod.ifname.clone(),
-            netns: pod.netns.clone(),
-            owner: owner.to_owned(),
-            host_ifname: host_ifname(&pod.container_id, &pod.ifname),
-            addrs: allocated
-                .iter()
-                .map(|a| RecordAddr {
-                    ip: a.ip,
-                    pool: a.pool.clone(),
-                    skip_masquerade: a.skip_masquerade,
-                })
-                .collect(),
-            result: None,
-            not_restored: None,
-        };
-        if let Err(e) = self.records.put(&record) {
-            return Err(error(
-                v,
-                code::IO_FAILURE,
-                "cannot write the endpoint record",
-                e.to_string(),
-            ));
-        }
-        // A veth left by an earlier, interrupted attempt (no record of it survived) goes first.
-        if let Err(e) = state
-            .datapath
-            .remove_pod(&pod.container_id, &pod.ifname)
+    /// Unwire an attachment, release its addresses and drop its record: its map entries and
+    /// attachment by key under the state lock, its veth over netlink without it.
+    pub(super) async fn forget(&self, record: &EndpointRecord) -> Result<(), ForgetError> {
+        let addrs: Vec<IpAddr> = record.addrs.iter().map(|a| a.ip).collect();
+        self.state
+            .lock()
             .await
-        {
-            warn!(error = %crate::daemon::chain(&e), "removing a stale interface");
-        }
-        let wired = state.datapath.add_pod(&spec).await;
-        let iface = wired.map_err(|e| {
-            let _ = self.records.remove(&pod.container_id, &pod.ifname);
-            error(
-                v,
-                code::DATAPATH_FAILED,
-                format!("wiring {} into the datapath failed", pod.ifname),
-                crate::daemon::chain(&e),
-            )
-        })?;
-        let result = build_result(v, pod, &iface, allocated, &state.router);
-        record.result = Some(result.clone());
-        if let Err(e) = self.records.put(&record) {
-            if let Err(undo) = state
-                .datapath
-                .remove_pod(&pod.container_id, &pod.ifname)
-                .await
-            {
-                warn!(error = %undo, "undo: unwiring after a failed record write");
-            }
-            return Err(error(
-                v,
-                code::IO_FAILURE,
-                "cannot write the endpoint record",
-                e.to_string(),
-            ));
-        }
-        Ok(result)
-    }
-
-    /// Unwire an attachment, release its addresses and drop its record.
-    pub(super) async fn forget(
-        &self,
-        state: &mut State,
-        record: &EndpointRecord,
-    ) -> Result<(), String> {
-        state
             .datapath
-            .remove_pod(&record.container_id, &record.ifname)
-            .await
-            .map_err(|e| crate::daemon::chain(&e))?;
-        purge_endpoints(&mut state.datapath, &record.addrs)
-            .map_err(|e| crate::daemon::chain(&e))?;
-        self.release(state, &record_addrs(record));
-        self.records
-            .remove(&record.container_id, &record.ifname)
-            .map_err(|e| e.to_string())?;
+            .unprogram_pod(&record.host_ifname, &addrs)?;
+        Datapath::delete_pod_iface(&record.host_ifname).await?;
+        self.release(&mut *self.state.lock().await, &record_addrs(record));
+        self.records.remove(&record.container_id, &record.ifname)?;
         Ok(())
     }
 
     pub(super) async fn del(&self, pod: &PodRequest) -> Response {
+        let _attachment = self.attachments.lock(&pod.container_id, &pod.ifname).await;
         let v = pod.cni_version.as_str();
         let record = match self.records.get(&pod.container_id, &pod.ifname) {
             Ok(r) => r,
@@ -274,50 +88,48 @@ impl Daemon {
                     v,
                     code::IO_FAILURE,
                     "cannot read the endpoint record",
-                    e.to_string(),
+                    chain(&e),
                 );
             }
         };
-        let mut state = self.state.lock().await;
-        if let Err(e) = state
-            .datapath
-            .remove_pod(&pod.container_id, &pod.ifname)
-            .await
-        {
-            return error(
-                v,
-                code::DATAPATH_FAILED,
-                "removing the pod's interface failed",
-                crate::daemon::chain(&e),
-            );
-        }
-        if let Some(record) = record {
-            if let Err(e) = purge_endpoints(&mut state.datapath, &record.addrs) {
-                return error(
+        let Some(record) = record else {
+            // Unknown to weft: a veth of that name may still be left by an ADD whose record
+            // never got written; otherwise nothing to do.
+            let removed = self
+                .state
+                .lock()
+                .await
+                .datapath
+                .remove_pod(&pod.container_id, &pod.ifname)
+                .await;
+            return match removed {
+                Ok(_) => Response::Done,
+                Err(e) => error(
                     v,
                     code::DATAPATH_FAILED,
-                    "removing the pod's endpoints failed",
-                    crate::daemon::chain(&e),
-                );
+                    "removing the pod's interface failed",
+                    chain(&e),
+                ),
+            };
+        };
+        match self.forget(&record).await {
+            Ok(()) => {}
+            Err(e @ ForgetError::Datapath(_)) => {
+                return error(v, code::DATAPATH_FAILED, e.to_string(), chain(&e));
             }
-            self.release(&mut state, &record_addrs(&record));
-            if let Err(e) = self.records.remove(&pod.container_id, &pod.ifname) {
-                return error(
-                    v,
-                    code::IO_FAILURE,
-                    "cannot remove the endpoint record",
-                    e.to_string(),
-                );
+            Err(e @ ForgetError::Record(_)) => {
+                return error(v, code::IO_FAILURE, e.to_string(), chain(&e));
             }
-            info!(container = %pod.container_id, owner = %record.owner, "DEL");
         }
-        drop(state);
-        self.request_write().await;
+        info!(container = %pod.container_id, owner = %record.owner, "DEL");
+        self.sync_wanted.notify_one();
+        self.endpoints_changed.notify_one();
         Response::Done
     }
 
     pub(super) async fn check(&self, pod: &PodRequest) -> Response {
         let v = pod.cni_version.as_str();
+        let _attachment = self.attachments.lock(&pod.container_id, &pod.ifname).await;
         let Ok(Some(record)) = self.records.get(&pod.container_id, &pod.ifname) else {
             return error(
                 v,
@@ -329,32 +141,28 @@ impl Daemon {
                 "ADD it first",
             );
         };
-        let mut state = self.state.lock().await;
-        let endpoints = match state.datapath.list_endpoints() {
-            Ok(e) => e,
-            Err(e) => {
-                return error(
-                    v,
-                    code::IO_FAILURE,
-                    "cannot read the endpoints map",
-                    crate::daemon::chain(&e),
-                );
-            }
-        };
         let link = crate::datapath::netlink::link_index(&record.host_ifname)
             .await
             .ok()
             .flatten();
-        let missing: Vec<String> = record
-            .addrs
-            .iter()
-            .filter(|a| {
-                !endpoints
-                    .iter()
-                    .any(|e| e.ip == a.ip && Some(e.ifindex) == link)
-            })
-            .map(|a| a.ip.to_string())
-            .collect();
+        let mut missing: Vec<String> = Vec::new();
+        {
+            let mut state = self.state.lock().await;
+            for a in &record.addrs {
+                match state.datapath.endpoint(a.ip) {
+                    Ok(Some(info)) if Some(info.ifindex) == link => {}
+                    Ok(_) => missing.push(a.ip.to_string()),
+                    Err(e) => {
+                        return error(
+                            v,
+                            code::IO_FAILURE,
+                            "cannot read the endpoints map",
+                            chain(&e),
+                        );
+                    }
+                }
+            }
+        }
         if link.is_none() || !missing.is_empty() {
             return error(
                 v,
@@ -380,7 +188,7 @@ impl Daemon {
                 "weft-agent is restoring endpoints",
                 "",
             ),
-            Err(e) => error(v, code::NOT_AVAILABLE, "IPAM is not ready", e.to_string()),
+            Err(e) => error(v, code::NOT_AVAILABLE, "IPAM is not ready", chain(&e)),
         }
     }
 
@@ -392,7 +200,7 @@ impl Daemon {
                     v,
                     code::IO_FAILURE,
                     "cannot list endpoint records",
-                    e.to_string(),
+                    chain(&e),
                 );
             }
         };
@@ -420,7 +228,7 @@ impl Daemon {
     /// not have delivered it yet: wait for it a little (as Cilium waits for its pod informer),
     /// so multi-pool selection sees its annotations and labels. Without it after the wait,
     /// selection answers as it would (the pod is not found).
-    async fn wait_for_pod(&self, pod: &PodRequest) {
+    pub(super) async fn wait_for_pod(&self, pod: &PodRequest) {
         const POD_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
         // Only multi-pool selection reads the pod (Cilium's other modes ignore it).
         let selects = self.config.ipam == crate::ipam::mode::IpamMode::MultiPool;
@@ -451,7 +259,7 @@ impl Daemon {
     }
 
     /// Allocate for `owner` and count the allocation (duration, addresses per pool).
-    fn allocate(
+    pub(super) fn allocate(
         &self,
         state: &mut State,
         owner: &str,
@@ -479,7 +287,7 @@ impl Daemon {
     }
 
     /// Release `addrs` (address, pool) and count the release.
-    fn release(&self, state: &mut State, addrs: &[(IpAddr, String)]) {
+    pub(super) fn release(&self, state: &mut State, addrs: &[(IpAddr, String)]) {
         let started = Instant::now();
         for (ip, pool) in addrs {
             state.ipam.release(*ip, pool);
@@ -489,11 +297,6 @@ impl Daemon {
             .map(|(ip, pool)| (pool.clone(), Family::of(ip)))
             .collect();
         self.metrics.ipam.released(started.elapsed(), &counted);
-    }
-
-    async fn request_write(&self) {
-        let snapshot = Arc::clone(&self.state.lock().await.snapshot);
-        self.sync(snapshot).await;
     }
 }
 

@@ -57,13 +57,12 @@ impl Daemon {
                 // An earlier ADD died half-way (agent killed), or the sandbox it wired is gone
                 // without a DEL (containerd's `ctr run -d` never sends one) and the same
                 // container id comes back in a new one: undo it, then start afresh.
-                let mut state = self.state.lock().await;
-                if let Err(e) = self.forget(&mut state, &earlier).await {
+                if let Err(e) = self.forget(&earlier).await {
                     return Some(error(
                         v,
                         code::DATAPATH_FAILED,
                         "cleaning up an interrupted or stale ADD failed",
-                        e,
+                        crate::daemon::chain(&e),
                     ));
                 }
             }

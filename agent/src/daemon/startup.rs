@@ -78,6 +78,8 @@ pub(super) async fn start(
         records,
         state: Mutex::new(state),
         endpoints_changed: tokio::sync::Notify::new(),
+        sync_wanted: tokio::sync::Notify::new(),
+        attachments: super::attachment_lock::AttachmentLocks::default(),
         metrics,
         attach_mode,
         started,

@@ -211,6 +211,14 @@ impl Datapath {
         Ok(true)
     }
 
+    /// The endpoint at `ip`, if there is one.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn endpoint(&mut self, ip: IpAddr) -> Result<Option<EndpointInfo>, DatapathError> {
+        self.hash_get(maps::ENDPOINTS, &key_of(ip))
+    }
+
     /// Remove the endpoint for `ip`; `Ok(false)` if there was none (a no-op).
     ///
     /// # Errors
@@ -266,6 +274,16 @@ impl Datapath {
         self.ifaces()?
             .insert(ifindex, info, 0)
             .map_err(map_err(maps::IFACES, "inserting"))
+    }
+
+    /// The MAC recorded for host-side veth `ifindex`, if it has an entry.
+    ///
+    /// # Errors
+    /// The read failed.
+    pub fn iface_mac(&mut self, ifindex: u32) -> Result<Option<MacAddr>, DatapathError> {
+        Ok(self
+            .hash_get::<u32, IfaceInfo>(maps::IFACES, &ifindex)?
+            .map(|info| info.mac))
     }
 
     /// Forget host-side veth `ifindex`; `Ok(false)` if unknown.

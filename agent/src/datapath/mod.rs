@@ -28,7 +28,7 @@ pub use loader::{Datapath, DatapathConfig, ELF};
 pub use masq::{MasqExclusion, MasqRow, MasqSync};
 pub use nat::NatRow;
 pub use netdev::{NetdevConfig, NetdevRow};
-pub use pod::{HOST_IFNAME_PREFIX, PodSpec, host_ifname, is_host_ifname};
+pub use pod::{HOST_IFNAME_PREFIX, PodSpec, delete_veth_quietly, host_ifname, is_host_ifname};
 pub use stats::{DatapathStats, MapStat, ProgramAttachment, read_stats};
 
 /// Default bpffs directory for weft's pinned maps and links.

@@ -83,8 +83,25 @@ impl Datapath {
     /// # Errors
     /// Any step failed; everything done before it has been undone.
     pub async fn add_pod(&mut self, spec: &PodSpec<'_>) -> Result<PodIface, DatapathError> {
+        let iface = Self::create_pod_iface(spec).await?;
         let host = host_ifname(spec.container_id, spec.ifname);
-        let iface = netlink::create_pod_iface(&PodIfaceSpec {
+        if let Err(error) = self.program_pod(spec, &iface) {
+            delete_veth_quietly(&host).await;
+            return Err(error);
+        }
+        Ok(iface)
+    }
+
+    /// The netlink half of [`Datapath::add_pod`]: the veth pair, the pod's addresses and
+    /// routes, the node's route to the pod. Touches no map and no program, so it needs no
+    /// access to the datapath and runs beside other pods' wiring.
+    ///
+    /// # Errors
+    /// A netlink step failed (nothing is left behind), or the host-side veth exists already
+    /// ([`netlink::NetlinkError::AlreadyExists`]).
+    pub async fn create_pod_iface(spec: &PodSpec<'_>) -> Result<PodIface, DatapathError> {
+        let host = host_ifname(spec.container_id, spec.ifname);
+        netlink::create_pod_iface(&PodIfaceSpec {
             netns: spec.netns,
             host_ifname: &host,
             pod_ifname: spec.ifname,
@@ -95,17 +112,46 @@ impl Datapath {
         })
         .await
         .map_err(|source| DatapathError::Netlink {
-            host_ifname: host.clone(),
+            host_ifname: host,
             source: Box::new(source),
-        })?;
-        if let Err(error) = self.program_pod(spec, &host, &iface) {
-            self.unwire(&host, iface.host_ifindex, spec.addrs).await;
-            return Err(error);
-        }
-        Ok(iface)
+        })
     }
 
-    fn program_pod(
+    /// Delete a pod's host-side veth (its peer and routes go with it); `Ok(false)` when it
+    /// does not exist. Needs no access to the datapath.
+    ///
+    /// # Errors
+    /// Netlink failed.
+    pub async fn delete_pod_iface(host: &str) -> Result<bool, DatapathError> {
+        netlink::delete_pod_iface(host)
+            .await
+            .map_err(|source| DatapathError::Netlink {
+                host_ifname: host.to_owned(),
+                source: Box::new(source),
+            })
+    }
+
+    /// The eBPF half of [`Datapath::add_pod`], once [`Datapath::create_pod_iface`] made
+    /// `iface`: `from_container` on the host veth, the interface entry, and an endpoint and
+    /// an IPCache entry per address. On error its own entries and attachment are undone; the
+    /// veth is the caller's to delete.
+    ///
+    /// # Errors
+    /// The attachment or a map write failed.
+    pub fn program_pod(
+        &mut self,
+        spec: &PodSpec<'_>,
+        iface: &PodIface,
+    ) -> Result<(), DatapathError> {
+        let host = host_ifname(spec.container_id, spec.ifname);
+        let programmed = self.try_program_pod(spec, &host, iface);
+        if programmed.is_err() {
+            self.unprogram(&host, iface.host_ifindex, spec.addrs);
+        }
+        programmed
+    }
+
+    fn try_program_pod(
         &mut self,
         spec: &PodSpec<'_>,
         host: &str,
@@ -222,8 +268,38 @@ impl Datapath {
         Ok(true)
     }
 
-    /// Best-effort undo of a half-wired pod (errors are logged: the original error wins).
-    async fn unwire(&mut self, host: &str, ifindex: u32, addrs: &[IpAddr]) {
+    /// Remove what the datapath holds for the addresses of a known attachment, by key (no
+    /// walk of the endpoints map): each address's endpoint and IPCache host entries, the
+    /// interface entry of the veth they point at while it is still that veth's (the same MAC:
+    /// a dead veth's ifindex may belong to a new pod's by now), and `from_container` on `host`.
+    /// The addresses are the attachment's until released, so no one else's entry goes. The
+    /// veth itself is left to [`Datapath::delete_pod_iface`].
+    ///
+    /// # Errors
+    /// A map read or delete failed (what could be removed before it has been).
+    pub fn unprogram_pod(&mut self, host: &str, addrs: &[IpAddr]) -> Result<(), DatapathError> {
+        let mut ifaces: Vec<(u32, MacAddr)> = Vec::new();
+        for ip in addrs {
+            if let Some(info) =
+                self.hash_get::<EndpointKey, EndpointInfo>(maps::ENDPOINTS, &key_of(*ip))?
+            {
+                ifaces.push((info.ifindex, info.node_mac));
+            }
+            self.remove_endpoint(*ip)?;
+            self.remove_ipcache(host_prefix(*ip))?;
+        }
+        ifaces.dedup();
+        for (ifindex, mac) in ifaces {
+            if self.iface_mac(ifindex)? == Some(mac) {
+                self.remove_iface(ifindex)?;
+            }
+        }
+        self.detach_from_container(host)?;
+        Ok(())
+    }
+
+    /// Best-effort undo of a half-programmed pod (errors are logged: the original error wins).
+    fn unprogram(&mut self, host: &str, ifindex: u32, addrs: &[IpAddr]) {
         for ip in addrs {
             if let Err(error) = self.remove_endpoint(*ip) {
                 warn!(%error, %ip, "undo: removing endpoint");
@@ -238,9 +314,13 @@ impl Datapath {
         if let Err(error) = self.detach_from_container(host) {
             warn!(%error, host, "undo: unpinning link");
         }
-        if let Err(error) = netlink::delete_pod_iface(host).await {
-            warn!(%error, host, "undo: deleting veth");
-        }
+    }
+}
+
+/// Delete a veth after a failed step (errors are logged: the original error wins).
+pub async fn delete_veth_quietly(host: &str) {
+    if let Err(error) = netlink::delete_pod_iface(host).await {
+        warn!(%error, host, "undo: deleting veth");
     }
 }
 

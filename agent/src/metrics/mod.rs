@@ -1,8 +1,8 @@
 //! Prometheus metrics and the agent's HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
 //!
-//! One [`Metrics`] holds every part (IPAM, Kubernetes API calls, CiliumNode writes, datapath);
-//! each part registers its metrics in the registry under the `weft_` prefix and owns small,
-//! bounded label sets. Counters of operations (allocations, releases, API calls) are counted
+//! One [`Metrics`] holds every part (IPAM, Kubernetes API calls, CiliumNode writes, datapath,
+//! CNI requests); each part registers its metrics in the registry under the `weft_` prefix and
+//! owns small, bounded label sets. Counters of operations (allocations, releases, API calls) are counted
 //! where they happen; gauges of state (pool usage, map entries, the kernel's counters, the
 //! writer's counters) are set by the daemon right before each scrape. Metrics owns the
 //! CiliumNode writer's counters ([`WriteStats`]): both stores count into them, and this module
@@ -10,6 +10,7 @@
 //! calls into kube, aya or the IPAM allocators.
 
 pub use weft_k8s::api_metrics as apiserver;
+pub mod cni;
 pub mod datapath;
 pub mod ipam;
 pub mod server;
@@ -21,6 +22,7 @@ use prometheus_client::registry::Registry;
 
 pub use self::{
     apiserver::KubeApiMetrics,
+    cni::CniMetrics,
     datapath::DatapathMetrics,
     ipam::{IpamMetrics, Outcome},
     server::{DEFAULT_HEALTH_ADDR, Endpoint, Readiness, Refresh},
@@ -58,6 +60,8 @@ pub struct Metrics {
     pub writes: WriteMetrics,
     /// eBPF counters, map entries, attachments.
     pub datapath: DatapathMetrics,
+    /// CNI request and ADD step durations.
+    pub cni: CniMetrics,
     registry: Registry,
 }
 
@@ -74,11 +78,14 @@ impl Metrics {
         writes.register(&mut registry);
         let datapath = DatapathMetrics::default();
         datapath.register(&mut registry);
+        let cni = CniMetrics::default();
+        cni.register(&mut registry);
         Self {
             ipam,
             kube,
             writes,
             datapath,
+            cni,
             registry,
         }
     }

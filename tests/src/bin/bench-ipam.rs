@@ -1,12 +1,13 @@
-//! `cargo xtask bench ipam`: CNI ADD latency (p50, p99; sequential and concurrent) through
-//! weft against Debian's bridge + host-local plugins, and the throughput of weft's IPAM
+//! `cargo xtask bench ipam`: CNI latency (p50, p99; ADD sequential, concurrent and beside
+//! `--crowd` pods, DEL sequential; TCX against netlink attachment; ADD phases) through weft
+//! against Debian's bridge + host-local plugins, and the throughput of weft's IPAM
 //! allocators against a `Vec<bool>` first-free baseline. Needs root and the agent binaries
 //! (`cargo build --release -p weft-agent --bins`).
 
 use anyhow::bail;
 use weft_tests::bench::{alloc, ipam};
 
-const USAGE: &str = "use [cni|alloc|all] [--pods N] [--concurrency C]";
+const USAGE: &str = "use [cni|alloc|all] [--pods N] [--concurrency C] [--crowd K]";
 
 fn main() -> anyhow::Result<()> {
     let mut which = "all".to_owned();
@@ -15,15 +16,15 @@ fn main() -> anyhow::Result<()> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "cni" | "alloc" | "all" => which = arg,
-            "--pods" | "--concurrency" => {
+            "--pods" | "--concurrency" | "--crowd" => {
                 let n = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
                 if n == 0 {
                     bail!("{arg} needs a positive integer");
                 }
-                if arg == "--pods" {
-                    opts.pods = n;
-                } else {
-                    opts.concurrency = n;
+                match arg.as_str() {
+                    "--pods" => opts.pods = n,
+                    "--concurrency" => opts.concurrency = n,
+                    _ => opts.crowd = n,
                 }
             }
             "-h" | "--help" => {

@@ -4,7 +4,10 @@
 //! network the node sits on (global addresses with their prefixes, main-table routes), which
 //! the start-up checks keep pod CIDRs away from.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
 
 use futures::TryStreamExt;
 use ipnet::IpNet;
@@ -12,11 +15,13 @@ use rtnetlink::{
     Handle, RouteMessageBuilder,
     packet_route::{
         address::{AddressAttribute, AddressMessage, AddressScope},
+        link::LinkAttribute,
         route::{RouteAddress, RouteAttribute, RouteMessage, RouteType},
     },
 };
 
 use super::{NetlinkError, check_ifname, connect, get_link};
+use crate::datapath::is_host_ifname;
 
 /// The main routing table.
 const RT_TABLE_MAIN: u8 = 254;
@@ -109,12 +114,22 @@ pub struct HostNetwork {
 }
 
 /// Every global-scope address (as its network, e.g. `10.0.3.4/24` → `10.0.3.0/24`) and every
-/// unicast route of the main table except default routes, IPv4 and IPv6, on any device.
+/// unicast route of the main table except default routes, IPv4 and IPv6, on any device but
+/// weft's own pod veths (their /32 and /128 routes grow with the pods). Three dumps (links,
+/// addresses, routes), however many pods the node runs; names come from the link dump.
 ///
 /// # Errors
 /// Fails if netlink does.
 pub async fn host_networks() -> Result<Vec<HostNetwork>, NetlinkError> {
     let handle = connect()?;
+    let names = link_names(&handle).await?;
+    let device = |index: u32| {
+        names
+            .get(&index)
+            .cloned()
+            .unwrap_or_else(|| format!("if{index}"))
+    };
+    let ours = |index: u32| names.get(&index).is_some_and(|n| is_host_ifname(n));
     let messages: Vec<_> = handle
         .address()
         .get()
@@ -127,7 +142,7 @@ pub async fn host_networks() -> Result<Vec<HostNetwork>, NetlinkError> {
         })?;
     let mut out = Vec::new();
     for msg in messages {
-        if msg.header.scope != AddressScope::Universe {
+        if msg.header.scope != AddressScope::Universe || ours(msg.header.index) {
             continue;
         }
         let Some(ip) = own_address(&msg) else {
@@ -138,17 +153,53 @@ pub async fn host_networks() -> Result<Vec<HostNetwork>, NetlinkError> {
         };
         out.push(HostNetwork {
             cidr: cidr.trunc(),
-            device: device_name(msg.header.index),
+            device: device(msg.header.index),
             address: Some(ip),
         });
     }
-    let v4 = routes(&handle, RouteMessageBuilder::<Ipv4Addr>::new().build()).await?;
-    let v6 = routes(&handle, RouteMessageBuilder::<Ipv6Addr>::new().build()).await?;
-    out.extend(v4.into_iter().chain(v6));
+    for query in [
+        RouteMessageBuilder::<Ipv4Addr>::new().build(),
+        RouteMessageBuilder::<Ipv6Addr>::new().build(),
+    ] {
+        for (cidr, oif) in routes(&handle, query).await? {
+            if !ours(oif) {
+                out.push(HostNetwork {
+                    cidr,
+                    device: device(oif),
+                    address: None,
+                });
+            }
+        }
+    }
     Ok(out)
 }
 
-async fn routes(handle: &Handle, query: RouteMessage) -> Result<Vec<HostNetwork>, NetlinkError> {
+/// Every link's name by index, from one dump.
+async fn link_names(handle: &Handle) -> Result<HashMap<u32, String>, NetlinkError> {
+    let links: Vec<_> = handle
+        .link()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|source| NetlinkError::GetLink {
+            ifname: "*".to_owned(),
+            source,
+        })?;
+    Ok(links
+        .into_iter()
+        .filter_map(|link| {
+            let name = link.attributes.iter().find_map(|a| match a {
+                LinkAttribute::IfName(name) => Some(name.clone()),
+                _ => None,
+            })?;
+            Some((link.header.index, name))
+        })
+        .collect())
+}
+
+/// The main table's unicast routes but default routes: (destination, output interface).
+async fn routes(handle: &Handle, query: RouteMessage) -> Result<Vec<(IpNet, u32)>, NetlinkError> {
     let messages: Vec<_> = handle
         .route()
         .get(query)
@@ -186,11 +237,7 @@ async fn routes(handle: &Handle, query: RouteMessage) -> Result<Vec<HostNetwork>
         let Ok(cidr) = IpNet::new(dst, prefix) else {
             continue;
         };
-        out.push(HostNetwork {
-            cidr: cidr.trunc(),
-            device: device_name(oif),
-            address: None,
-        });
+        out.push((cidr.trunc(), oif));
     }
     Ok(out)
 }
@@ -206,11 +253,4 @@ fn own_address(msg: &AddressMessage) -> Option<IpAddr> {
         })
     };
     attr(true).or_else(|| attr(false))
-}
-
-fn device_name(index: u32) -> String {
-    nix::net::if_::if_indextoname(index).map_or_else(
-        |_| format!("if{index}"),
-        |n| n.to_string_lossy().into_owned(),
-    )
 }

@@ -239,23 +239,23 @@ pub async fn create_pod_iface(spec: &PodIfaceSpec<'_>) -> Result<PodIface, Netli
     let node = connect()?;
     let pod_ns = netns::open_netns(spec.netns)?;
     let pod = connect_in(spec.netns)?;
-    if get_link(&node, spec.host_ifname).await?.is_some() {
-        return Err(NetlinkError::AlreadyExists {
-            ifname: spec.host_ifname.to_owned(),
-        });
-    }
-    // One RTM_NEWLINK: the peer is born inside the pod's namespace with its final name, as
-    // the bridge plugin makes it. Moving a link between namespaces afterwards costs a
-    // synchronize_net() and an rcu_barrier() under RTNL (14-20 ms an ADD, measured).
-    node.link()
-        .add(veth_message(spec, &pod_ns))
-        .execute()
-        .await
-        .map_err(|source| NetlinkError::CreateVeth {
+    // One RTM_NEWLINK, the host end up: the peer is born inside the pod's namespace with its
+    // final name, as the bridge plugin makes it. Moving a link between namespaces afterwards
+    // costs a synchronize_net() and an rcu_barrier() under RTNL (14-20 ms an ADD, measured).
+    let created = node.link().add(veth_message(spec, &pod_ns)).execute().await;
+    if let Err(source) = created {
+        // No probe before: a name that exists is the rare case (an interrupted ADD left it).
+        if is_errno(&source, Errno::EEXIST) && get_link(&node, spec.host_ifname).await?.is_some() {
+            return Err(NetlinkError::AlreadyExists {
+                ifname: spec.host_ifname.to_owned(),
+            });
+        }
+        return Err(NetlinkError::CreateVeth {
             host_ifname: spec.host_ifname.to_owned(),
             peer_ifname: spec.pod_ifname.to_owned(),
             source,
-        })?;
+        });
+    }
     match configure(&node, &pod, spec).await {
         Ok(iface) => Ok(iface),
         Err(err) => {
@@ -305,40 +305,76 @@ pub async fn link_index_and_mac(name: &str) -> Result<Option<(u32, [u8; 6])>, Ne
         .transpose()
 }
 
-/// The rest of [`create_pod_iface`], after the veth pair exists (its peer in the pod).
+/// The rest of [`create_pod_iface`], after the veth pair exists (the host end up, its peer
+/// in the pod). The pod side and the host side are independent: their requests go out together
+/// (each socket carries several in flight), and only what needs an earlier answer waits.
 async fn configure(
     node: &Handle,
     pod: &Handle,
     spec: &PodIfaceSpec<'_>,
 ) -> Result<PodIface, NetlinkError> {
     crate::faults::hit_async(crate::faults::Point::Veth).await?;
-    let pod_index = require_link(pod, spec.pod_ifname).await?.header.index;
-    let lo_index = require_link(pod, "lo").await?.header.index;
-    set_up(pod, "lo", lo_index).await?;
-    set_up(pod, spec.pod_ifname, pod_index).await?;
-    for &addr in spec.addrs {
-        add_address(pod, spec.pod_ifname, pod_index, addr).await?;
-    }
-    let gateways = spec.gateway_v4.map(IpAddr::V4).into_iter();
-    for gw in gateways.chain(spec.gateway_v6.map(IpAddr::V6)) {
-        add_route(pod, spec.pod_ifname, pod_index, Route::OnLink(gw)).await?;
-        add_route(pod, spec.pod_ifname, pod_index, Route::DefaultVia(gw)).await?;
-    }
-    let pod_link = require_link(pod, spec.pod_ifname).await?;
-    let (pod_ifindex, pod_mac) = index_and_mac(&pod_link, spec.pod_ifname)?;
-
-    let host_link = require_link(node, spec.host_ifname).await?;
-    let (host_ifindex, host_mac) = index_and_mac(&host_link, spec.host_ifname)?;
-    set_up(node, spec.host_ifname, host_ifindex).await?;
-    for &addr in spec.addrs {
-        add_route(node, spec.host_ifname, host_ifindex, Route::OnLink(addr)).await?;
-    }
+    let (pod_side, host_side) =
+        futures::join!(configure_pod(pod, spec), configure_host(node, spec));
+    let (pod_ifindex, pod_mac) = pod_side?;
+    let (host_ifindex, host_mac) = host_side?;
     Ok(PodIface {
         host_ifindex,
         host_mac,
         pod_ifindex,
         pod_mac,
     })
+}
+
+/// Inside the pod: `lo` and the interface up, the addresses, the on-link route to each gateway and the default
+/// route through it. The pod interface's index and MAC.
+async fn configure_pod<'a>(
+    pod: &Handle,
+    spec: &PodIfaceSpec<'a>,
+) -> Result<(u32, [u8; 6]), NetlinkError> {
+    let pod_link = require_link(pod, spec.pod_ifname).await?;
+    let (index, mac) = index_and_mac(&pod_link, spec.pod_ifname)?;
+    let up = |name: &'a str| {
+        let msg = LinkUnspec::new_with_name(name).up().build();
+        set_link(pod, name, "set up".to_owned(), msg)
+    };
+    let addresses = futures::future::try_join_all(
+        spec.addrs
+            .iter()
+            .map(|&addr| add_address(pod, spec.pod_ifname, index, addr)),
+    );
+    futures::try_join!(up("lo"), up(spec.pod_ifname), addresses)?;
+    let gateways = spec.gateway_v4.map(IpAddr::V4).into_iter();
+    let gateways: Vec<IpAddr> = gateways.chain(spec.gateway_v6.map(IpAddr::V6)).collect();
+    futures::future::try_join_all(
+        gateways
+            .iter()
+            .map(|&gw| add_route(pod, spec.pod_ifname, index, Route::OnLink(gw))),
+    )
+    .await?;
+    futures::future::try_join_all(
+        gateways
+            .iter()
+            .map(|&gw| add_route(pod, spec.pod_ifname, index, Route::DefaultVia(gw))),
+    )
+    .await?;
+    Ok((index, mac))
+}
+
+/// On the node: the route to each pod address through the host veth. Its index and MAC.
+async fn configure_host(
+    node: &Handle,
+    spec: &PodIfaceSpec<'_>,
+) -> Result<(u32, [u8; 6]), NetlinkError> {
+    let host_link = require_link(node, spec.host_ifname).await?;
+    let (index, mac) = index_and_mac(&host_link, spec.host_ifname)?;
+    futures::future::try_join_all(
+        spec.addrs
+            .iter()
+            .map(|&addr| add_route(node, spec.host_ifname, index, Route::OnLink(addr))),
+    )
+    .await?;
+    Ok((index, mac))
 }
 
 /// Opens an rtnetlink socket in the calling thread's netns and spawns its driver.
@@ -382,9 +418,11 @@ fn check_ifname(ifname: &str) -> Result<(), NetlinkError> {
     Ok(())
 }
 
-/// `ip link add <host> [mtu M] type veth peer name <pod ifname> netns <pod netns> [mtu M]`.
+/// `ip link add <host> [mtu M] up type veth peer name <pod ifname> netns <pod netns> [mtu M]`.
 fn veth_message(spec: &PodIfaceSpec<'_>, pod_ns: &File) -> LinkMessage {
-    let mut host = LinkVeth::new(spec.host_ifname, spec.pod_ifname);
+    let mut host = LinkVeth::new(spec.host_ifname, spec.pod_ifname).up();
+    // The peer cannot come up in the same message: it has no peer yet when the kernel
+    // configures it (ENOTCONN).
     let mut peer = LinkUnspec::new_with_name(spec.pod_ifname).setns_by_fd(pod_ns.as_raw_fd());
     if let Some(mtu) = spec.mtu {
         host = host.mtu(mtu);
@@ -451,12 +489,6 @@ async fn set_link(
         change,
         source,
     })
-}
-
-/// `ip link set <ifname> up`.
-async fn set_up(handle: &Handle, ifname: &str, index: u32) -> Result<(), NetlinkError> {
-    let msg = LinkUnspec::new_with_index(index).up().build();
-    set_link(handle, ifname, "set up".to_owned(), msg).await
 }
 
 /// `ip addr add <addr>/32` (or `/128 nodad`) `dev <ifname>`.
