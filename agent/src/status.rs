@@ -2,8 +2,8 @@
 //! status`), and how it reads for people. The daemon fills it ([`AgentStatus`]); this module
 //! only holds the data, decides whether it is healthy and renders it, so both are tested
 //! without an agent. It imports nothing from the crate: `cni::proto` carries the report and
-//! `cni::query` asks for it, never the reverse. The IPAM line is Cilium's (`IPAM: IPv4: 7/254 allocated from
-//! 10.4.0.0/24`), so the troubleshooting steps Cilium users know carry over.
+//! `cni::query` asks for it, never the reverse. The IPAM line is Cilium's (`IPAM: IPv4: 7/254
+//! allocated from 10.4.0.0/24`), so the troubleshooting steps Cilium users know carry over.
 
 use std::fmt::Write as _;
 

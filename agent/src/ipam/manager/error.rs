@@ -5,8 +5,12 @@
 
 use super::family_word;
 use crate::ipam::{
-    Family, crdalloc::CrdError, hostscope::HostScopeError, multipool::MultiPoolError,
-    multipool::PoolWait, prealloc::PreAllocError, selection::SelectionError,
+    Family,
+    crdalloc::CrdError,
+    hostscope::HostScopeError,
+    multipool::{MultiPoolError, PoolWait},
+    prealloc::PreAllocError,
+    selection::SelectionError,
 };
 
 /// Why an IPAM call failed.
