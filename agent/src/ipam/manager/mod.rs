@@ -28,7 +28,7 @@ use super::{
     mode::{AllocatorKind, IpamMode},
     multipool::{MultiPoolConfig, MultiPoolManager},
     prealloc::parse_pre_allocation,
-    selection::{ObjectLookup, PoolChoice, Rule, SelectionContext, pool_for_pod},
+    selection::{ObjectLookup, PoolChoice, Rule, SelectionContext, SelectionError, pool_for_pod},
     staticip::StaticIp,
 };
 use crate::crd::{ipam::NodeIpamWrite, node::CiliumNode, pool::CiliumPodIPPool};
@@ -178,18 +178,18 @@ impl IpamManager {
         }
     }
 
-    /// The pool each family of `owner` would use, and why.
+    /// The pool each family of `owner` would use and why, or why none can be chosen.
     #[must_use]
     pub fn explain(
         &self,
         owner: &str,
         objects: &dyn ObjectLookup,
         pools: &[CiliumPodIPPool],
-    ) -> Vec<(Family, Result<PoolChoice, String>)> {
+    ) -> Vec<(Family, Result<PoolChoice, SelectionError>)> {
         let ctx = self.selection(objects, pools);
         self.families()
             .into_iter()
-            .map(|f| (f, pool_for_pod(owner, f, &ctx).map_err(|e| e.to_string())))
+            .map(|f| (f, pool_for_pod(owner, f, &ctx)))
             .collect()
     }
 
