@@ -16,7 +16,7 @@ use std::{
 
 use crate::{
     cni::install::{CONFLIST_NAME, PLUGIN},
-    daemon::{MODE_FILE, RECORDS_DIR, ROUTER_FILE},
+    daemon::{MODE_FILE, POOL_IDS_FILE, RECORDS_DIR, ROUTER_FILE},
     datapath::teardown::{self, Removed, TeardownError},
 };
 
@@ -125,6 +125,7 @@ pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
         (options.delete_queue.clone(), "DEL queue"),
         (state.join(RECORDS_DIR), "endpoint records"),
         (state.join(ROUTER_FILE), "router addresses"),
+        (state.join(POOL_IDS_FILE), "pool ids"),
         (state.join(MODE_FILE), "IPAM mode record"),
     ] {
         remove(&path, what, removed)?;

@@ -42,7 +42,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 
 /// `weft-agent status`: print the report; exit 1 when unhealthy or not running.
 fn status(socket: &std::path::Path, output: Output) -> std::process::ExitCode {
-    match weft_agent::status::query(socket) {
+    match weft_agent::cni::query::agent_status(socket) {
         Ok(report) => {
             if output == Output::Json {
                 match serde_json::to_string_pretty(&report) {
@@ -98,7 +98,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             Daemon::run(opts, shutdown_signal())
                 .await
-                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+                .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))?;
         }
         Command::Ipam(command) => ipam(command)?,
         Command::Pod(PodCommand::Add(add)) => {
@@ -129,7 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 conf_dir: args.conf_dir,
             };
             let report = weft_agent::cni::install::install(&options)
-                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+                .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))?;
             print!("{report}");
         }
         Command::Cleanup(args) => cleanup(config.pin_dir, args).await?,
@@ -154,7 +154,7 @@ fn ipam(command: IpamCommand) -> anyhow::Result<()> {
                 state_dir: state_dir.as_deref(),
             };
             let plan = weft_agent::simulate::plan(input, &config_file(&config)?, &config.flags())
-                .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+                .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))?;
             println!("{}", serde_json::to_string_pretty(&plan)?);
         }
         IpamCommand::Explain { pod, socket } => {
@@ -188,7 +188,7 @@ async fn cleanup(pin_dir: std::path::PathBuf, args: CleanupArgs) -> anyhow::Resu
     };
     let report = weft_agent::cleanup::cleanup(&options)
         .await
-        .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))?;
+        .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))?;
     print!("{report}");
     Ok(())
 }
@@ -207,7 +207,7 @@ async fn shutdown_signal() {
 /// The config file or directory layer (`--config` / `--config-dir`).
 fn config_file(args: &ConfigArgs) -> anyhow::Result<BTreeMap<String, String>> {
     weft_agent::config::file::load(args.config_dir.as_deref(), args.config.as_deref())
-        .map_err(|e| anyhow::anyhow!(weft_agent::daemon::chain(&e)))
+        .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))
 }
 
 async fn pod_add(datapath: &mut Datapath, add: &PodAdd) -> anyhow::Result<()> {

@@ -20,6 +20,7 @@ use crate::{
     config::AgentConfig,
     crd::{node::CiliumNode, nodeconfig::resolve_node_config},
     daemon::{RECORDS_DIR, ROUTER_FILE, ROUTER_OWNER, RecordError, Records, ipam_config},
+    error::chain,
     ipam::{Family, manager::IpamManager, mode::AllocatorKind, problems::node_problems},
     store::{
         Snapshot,
@@ -202,7 +203,7 @@ pub fn plan(
     let router = if held.router.is_empty() {
         match ipam.allocate(ROUTER_OWNER, &snapshot, &pools, &mut rng, now) {
             Ok(list) => list.into_iter().map(|a| a.ip.to_string()).collect(),
-            Err(e) => vec![format!("error: {e}")],
+            Err(e) => vec![format!("error: {}", chain(&e))],
         }
     } else {
         held.router.iter().map(|(ip, _)| ip.to_string()).collect()
@@ -219,9 +220,7 @@ pub fn plan(
                     .map(|a| (a.ip.to_string(), format!("{} ({})", a.pool, a.rule)))
                     .collect(),
             },
-            Err(e) => PodPlan::Failed {
-                error: e.to_string(),
-            },
+            Err(e) => PodPlan::Failed { error: chain(&e) },
         };
         pods.insert(owner, outcome);
     }
@@ -295,8 +294,10 @@ fn restore_held(
         let outcome = match ipam.restore(*ip, &restored, pool, now) {
             Ok(()) => format!("{pool} (endpoint record)"),
             Err(e) => {
-                problems.insert(format!("endpoint record of {owner} {ip}"), e.to_string());
-                format!("{pool} (endpoint record, not restorable: {e})")
+                let why = chain(&e);
+                let text = format!("{pool} (endpoint record, not restorable: {why})");
+                problems.insert(format!("endpoint record of {owner} {ip}"), why);
+                text
             }
         };
         if let PodPlan::Allocated { ips } =
@@ -310,7 +311,7 @@ fn restore_held(
     }
     for (ip, pool) in &held.router {
         if let Err(e) = ipam.restore(*ip, ROUTER_OWNER, pool, now) {
-            problems.insert(format!("router address {ip}"), e.to_string());
+            problems.insert(format!("router address {ip}"), chain(&e));
         }
     }
     pods

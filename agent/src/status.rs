@@ -1,66 +1,13 @@
 //! `weft-agent status`: the report a running agent sends over its socket (like `cilium-dbg
 //! status`), and how it reads for people. The daemon fills it ([`AgentStatus`]); this module
 //! only holds the data, decides whether it is healthy and renders it, so both are tested
-//! without an agent. The IPAM line is Cilium's (`IPAM: IPv4: 7/254 allocated from
-//! 10.4.0.0/24`), so the troubleshooting steps Cilium users know carry over.
+//! without an agent. It imports nothing from the crate: `cni::proto` carries the report and
+//! `cni::query` asks for it, never the reverse. The IPAM line is Cilium's (`IPAM: IPv4: 7/254
+//! allocated from 10.4.0.0/24`), so the troubleshooting steps Cilium users know carry over.
 
-use std::{
-    fmt::Write as _,
-    path::{Path, PathBuf},
-};
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
-
-use crate::cni::{
-    client::ask,
-    proto::{Request, Response},
-};
-
-/// Why the status could not be fetched.
-#[derive(Debug, thiserror::Error)]
-pub enum StatusError {
-    /// Nothing answers on the socket.
-    #[error(
-        "weft-agent is not running, or not answering, on {socket}: {reason}\n\
-         Start it with `weft-agent run --node-name <node> --store <dir>` (or without --store \
-         against Kubernetes; on a cluster it is the weft-agent DaemonSet pod on this node), or \
-         pass --socket / WEFT_SOCK if it serves another socket"
-    )]
-    NotRunning {
-        /// The socket asked.
-        socket: PathBuf,
-        /// What the connection attempt said.
-        reason: String,
-    },
-    /// The agent answered something else (another weft version?).
-    #[error(
-        "weft-agent on {socket} answered {answer}; are weft-agent and this command the same version?"
-    )]
-    Unexpected {
-        /// The socket asked.
-        socket: PathBuf,
-        /// The answer, abbreviated.
-        answer: String,
-    },
-}
-
-/// Ask the agent on `socket` for its status.
-///
-/// # Errors
-/// The agent is not running (or not answering), or answered something unexpected.
-pub fn query(socket: &Path) -> Result<AgentStatus, StatusError> {
-    match ask(socket, &Request::AgentStatus) {
-        Ok(Response::Status(status)) => Ok(*status),
-        Ok(other) => Err(StatusError::Unexpected {
-            socket: socket.to_path_buf(),
-            answer: format!("{other:?}").chars().take(200).collect(),
-        }),
-        Err(reason) => Err(StatusError::NotRunning {
-            socket: socket.to_path_buf(),
-            reason,
-        }),
-    }
-}
 
 /// Everything `weft-agent status` shows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -402,17 +349,6 @@ mod tests {
         );
         assert!(text.contains("Problems:            2"), "{text}");
         assert!(text.contains("  /tmp/store/pods/x.yaml: bad"), "{text}");
-    }
-
-    #[test]
-    fn no_agent_on_the_socket_says_how_to_start_one() {
-        let socket =
-            std::env::temp_dir().join(format!("weft-no-agent-{}.sock", std::process::id()));
-        let error = query(&socket).expect_err("nothing listens");
-        let text = error.to_string();
-        assert!(matches!(error, StatusError::NotRunning { .. }), "{text}");
-        assert!(text.contains(&socket.display().to_string()), "{text}");
-        assert!(text.contains("weft-agent run --node-name"), "{text}");
     }
 
     #[test]

@@ -352,7 +352,7 @@ pub fn bin_path(name: &str) -> PathBuf {
 /// An error and its whole source chain on one line.
 #[must_use]
 pub fn report(error: &dyn std::error::Error) -> String {
-    weft_agent::daemon::chain(error)
+    weft_agent::error::chain(error)
 }
 
 /// Run program `name` once on `frame` with `BPF_PROG_TEST_RUN` (skb on `lo` of the node

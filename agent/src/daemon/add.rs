@@ -18,7 +18,7 @@ use tracing::{info, info_span, warn};
 use super::{
     Daemon, EndpointRecord, RecordAddr, State, chain,
     ops::{allocation_failed, error},
-    result::{build_result, no_snat_flags, owner_of, pool_id},
+    result::{build_result, no_snat_flags, owner_of},
 };
 use crate::{
     cni::{
@@ -26,7 +26,7 @@ use crate::{
         types::{CniResult, code},
     },
     datapath::{
-        Datapath, DatapathError, PodSpec, delete_veth_quietly, host_ifname,
+        Datapath, DatapathError, PodSpec, PoolIdPerFamily, delete_veth_quietly, host_ifname,
         netlink::{NetlinkError, PodIface},
         netns::{self, NetNsError},
     },
@@ -34,10 +34,12 @@ use crate::{
     metrics::cni::Phase,
 };
 
-/// What an ADD reserved under the state lock: the addresses and the gateways to wire.
+/// What an ADD reserved under the state lock: the addresses, their pools' ids and the
+/// gateways to wire.
 struct Reserved {
     owner: String,
     allocated: Vec<Allocated>,
+    pool_id: PoolIdPerFamily,
     router: Vec<IpAddr>,
 }
 
@@ -147,9 +149,27 @@ impl Daemon {
         if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
             return Err(refused);
         }
+        let pool_id = state.pool_ids.for_addrs(
+            allocated.iter().map(|a| (a.ip, a.pool.as_str())),
+            &self.config.default_pool,
+        );
+        let pool_id = match pool_id {
+            Ok(id) => id,
+            Err(e) => {
+                let addrs: Vec<_> = allocated.iter().map(|a| (a.ip, a.pool.clone())).collect();
+                self.release(&mut state, &addrs);
+                return Err(error(
+                    v,
+                    code::IO_FAILURE,
+                    "cannot save the pool ids",
+                    chain(&e),
+                ));
+            }
+        };
         Ok(Reserved {
             owner,
             allocated,
+            pool_id,
             router: state.router.clone(),
         })
     }
@@ -189,9 +209,6 @@ impl Daemon {
         let v = pod.cni_version.as_str();
         let allocated = &reserved.allocated;
         let addrs: Vec<IpAddr> = allocated.iter().map(|a| a.ip).collect();
-        let first_pool = allocated
-            .first()
-            .map_or(self.config.default_pool.as_str(), |a| a.pool.as_str());
         let spec = PodSpec {
             container_id: &pod.container_id,
             netns: &pod.netns,
@@ -206,7 +223,7 @@ impl Daemon {
                 IpAddr::V4(_) => None,
             }),
             identity: identity::INIT,
-            pool_id: pool_id(first_pool, &self.config.default_pool),
+            pool_id: reserved.pool_id,
             flags: no_snat_flags(allocated.iter().map(|a| (a.ip, a.skip_masquerade))),
             mtu: pod.mtu,
         };

@@ -14,11 +14,11 @@ use std::{
 
 use tracing::warn;
 
-use super::{Daemon, RecordError, chain};
+use super::{Daemon, NodeStore, RecordError, chain};
 use crate::{
     identity::{SecurityLabels, security_labels},
     k8s::endpoints::{EndpointPublisher, LocalEndpoint},
-    store::{NodeStore, Snapshot},
+    store::Snapshot,
 };
 
 /// Wait this long after a wake-up so a burst of ADDs is handled in one pass.

@@ -15,8 +15,10 @@ mod attachment_lock;
 mod identities;
 mod lock;
 mod netdev;
+mod node_store;
 mod observe;
 mod ops;
+mod pool_ids;
 mod queue;
 mod records;
 mod remote;
@@ -40,11 +42,14 @@ use tokio::sync::Mutex;
 use tracing::{info, warn};
 
 pub use self::{
+    node_store::NodeStore,
+    pool_ids::POOL_IDS_FILE,
     records::{EndpointRecord, RECORDS_DIR, RecordAddr, RecordError, Records},
     router::{ROUTER_FILE, ROUTER_OWNER},
     sanity::{CheckError, MODE_FILE},
     startup::ipam_config,
 };
+pub use crate::error::chain;
 use crate::{
     cni::{
         proto::{Request, Response},
@@ -55,7 +60,7 @@ use crate::{
     ipam::manager::IpamManager,
     k8s::K8sError,
     metrics::{Endpoint, Metrics, MetricsError, Readiness, Refresh},
-    store::{NodeStore, Snapshot, Store},
+    store::{Snapshot, Store},
 };
 
 /// Where the agent reads the cluster from.
@@ -128,6 +133,9 @@ pub enum DaemonError {
     /// `router.json` cannot be read.
     #[error("router addresses")]
     Router(#[from] router::RouterError),
+    /// `pool-ids.json` cannot be read.
+    #[error("pool ids")]
+    PoolIds(#[from] pool_ids::PoolIdsError),
     /// The endpoint records could not be read.
     #[error("endpoint records")]
     Records(#[from] RecordError),
@@ -168,19 +176,6 @@ pub enum DaemonError {
     },
 }
 
-/// An error and its sources on one line (for CNI error details).
-#[must_use]
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 /// The agent's shared state, behind one lock that pod operations hold only for their short
 /// IPAM and eBPF map steps (never across netlink or the API server).
 #[derive(Debug)]
@@ -191,6 +186,8 @@ pub(crate) struct State {
     pub(crate) rng: fastrand::Rng,
     /// Router (gateway) address per family, once allocated.
     pub(crate) router: Vec<IpAddr>,
+    /// The pool ids of the pinned maps, assigned and persisted.
+    pub(crate) pool_ids: pool_ids::PoolIds,
     /// Addresses of records not yet restored (nothing new is handed out until empty).
     pub(crate) unrestored: Vec<(IpAddr, String, String)>,
     /// Native devices and masquerade exclusions.

@@ -14,7 +14,7 @@ use std::{
 
 use tracing::warn;
 
-use super::{Daemon, chain};
+use super::{Daemon, NodeStore, chain};
 use crate::{
     cni::{
         proto::Response,
@@ -30,7 +30,7 @@ use crate::{
     status::{
         AgentStatus, DatapathStatus, IpamStatus, MapStatus, PoolStatus, ProgramStatus, StoreStatus,
     },
-    store::{NodeStore, Snapshot},
+    store::Snapshot,
 };
 
 /// IPAM as one lock acquisition saw it.

@@ -7,7 +7,7 @@ use std::{net::IpAddr, sync::Arc, time::Instant};
 
 use tracing::info;
 
-use super::{Daemon, EndpointRecord, RecordAddr, RecordError, State, chain};
+use super::{Daemon, EndpointRecord, NodeStore, RecordAddr, RecordError, State, chain};
 use crate::{
     cni::{
         proto::{PodRequest, Response},
@@ -20,7 +20,7 @@ use crate::{
         manager::{Allocated, IpamError},
     },
     metrics::Outcome,
-    store::{NodeStore, Snapshot, Store as _},
+    store::{Snapshot, Store as _},
 };
 
 /// Why an attachment could not be undone.
@@ -47,17 +47,17 @@ pub(super) fn error(
 /// addresses, otherwise an IPAM failure naming the pod and the node.
 pub(super) fn allocation_failed(version: &str, owner: &str, node: &str, e: &IpamError) -> Response {
     match e {
-        IpamError::NotReady { reason } => error(
+        IpamError::NotReady { .. } => error(
             version,
             code::TRY_AGAIN_LATER,
             "IPAM pool not ready yet",
-            reason.clone(),
+            chain(e),
         ),
         e => error(
             version,
             code::IPAM_FAILED,
             format!("unable to allocate an address for {owner} on node {node}"),
-            e.to_string(),
+            chain(e),
         ),
     }
 }

@@ -103,7 +103,15 @@ impl Daemon {
                 ));
             }
         };
-        match super::rewire::rewire(&mut state.datapath, &record, &self.config.default_pool).await {
+        let state = &mut *state;
+        let rewired = super::rewire::rewire(
+            &mut state.datapath,
+            &mut state.pool_ids,
+            &record,
+            &self.config.default_pool,
+        )
+        .await;
+        match rewired {
             Ok(_) => None,
             Err(e) => Some(error(
                 v,

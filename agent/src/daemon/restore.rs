@@ -36,7 +36,7 @@ pub(super) fn try_restore(
     match state.ipam.restore_endpoint(ip, owner, pool, now) {
         Ok(false) => Outcome::Restored,
         Ok(true) => Outcome::Bypassed,
-        Err(IpamError::NotReady { reason }) => {
+        Err(error @ IpamError::NotReady { .. }) => {
             let snapshot = &state.snapshot;
             let pool_gone = state.ipam.config().mode == IpamMode::MultiPool
                 && snapshot.synced
@@ -44,12 +44,12 @@ pub(super) fn try_restore(
             if pool_gone {
                 Outcome::Lost(format!("CiliumPodIPPool {pool:?} does not exist"))
             } else {
-                Outcome::Wait(reason)
+                Outcome::Wait(super::chain(&error))
             }
         }
         // While the node is not ready its pool may still grow (crd) or its CIDRs arrive.
-        Err(error) if state.ipam.ready().is_err() => Outcome::Wait(error.to_string()),
-        Err(error) => Outcome::Lost(error.to_string()),
+        Err(error) if state.ipam.ready().is_err() => Outcome::Wait(super::chain(&error)),
+        Err(error) => Outcome::Lost(super::chain(&error)),
     }
 }
 

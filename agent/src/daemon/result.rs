@@ -1,16 +1,6 @@
 //! Pure pieces of the CNI operations: the IPAM owner of a request (including containerd's
-//! `<namespace>-<name>` container ids), the CNI result of a wired pod, and pool ids for the
-//! endpoints map. No IO and no locks here, except in [`pool_ids`], which owns the file that
-//! persists the assigned ids.
-
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the CNI operations use it once daemon/ops.rs holds a PoolIds (issue 17)"
-    )
-)]
-pub(super) mod pool_ids;
+//! `<namespace>-<name>` container ids), the CNI result of a wired pod, and the endpoints-map
+//! masquerade bits. No IO and no locks here.
 
 use std::net::IpAddr;
 
@@ -22,26 +12,10 @@ use crate::{
         proto::PodRequest,
         types::{CniError, CniResult, Interface, IpConfig, Route, code},
     },
-    datapath::{PoolIdPerFamily, endpoints::format_mac, host_ifname, netlink::PodIface},
+    datapath::{endpoints::format_mac, host_ifname, netlink::PodIface},
     ipam::manager::Allocated,
     store::Snapshot,
 };
-
-/// The endpoints-map pool id of every address of a pod whose first address came from `pool`
-/// (0 = the default pool): a 32-bit FNV hash of the name, the same for both families.
-/// Superseded by [`pool_ids::PoolIds::for_addrs`] (assigned, persisted, per family) once
-/// the CNI operations hold a [`pool_ids::PoolIds`].
-#[must_use]
-pub fn pool_id(pool: &str, default_pool: &str) -> PoolIdPerFamily {
-    if pool == default_pool {
-        return PoolIdPerFamily::both(0);
-    }
-    let mut hash: u32 = 0x811c_9dc5;
-    for b in pool.bytes() {
-        hash = (hash ^ u32::from(b)).wrapping_mul(0x0100_0193);
-    }
-    PoolIdPerFamily::both(hash.max(1))
-}
 
 /// The endpoints-map `ENDPOINT_F_NO_SNAT_*` bits of addresses (address, keeps its source).
 pub(super) fn no_snat_flags(addrs: impl IntoIterator<Item = (IpAddr, bool)>) -> u32 {
@@ -160,18 +134,6 @@ pub(super) fn build_result(
 #[cfg(test)]
 mod tests {
     use super::pods_named_by;
-
-    /// Pool ids are persisted in the pinned endpoints map (and the per-pool masquerade
-    /// exclusions): a change of the hash would misattribute every running pod's pool on
-    /// upgrade. Golden values, not the function compared with itself.
-    #[test]
-    fn pool_ids_are_stable_across_builds() {
-        use super::pool_id;
-        assert_eq!(pool_id("default", "default").v4, 0);
-        assert_eq!(pool_id("blue", "default").v4, 2_197_550_541);
-        assert_eq!(pool_id("mars", "default").v6, 3_749_382_760);
-        assert_eq!(pool_id("default", "blue").v4, 2_470_140_894);
-    }
 
     #[test]
     fn container_ids_name_pods_as_namespace_dash_name() {

@@ -6,10 +6,7 @@
 
 use agent_common::identity;
 
-use super::{
-    EndpointRecord,
-    result::{no_snat_flags, pool_id},
-};
+use super::{EndpointRecord, pool_ids::PoolIds, result::no_snat_flags};
 use crate::datapath::{Datapath, DatapathError, PodSpec, endpoints::parse_mac};
 
 /// Why an attachment's datapath could not be rebuilt.
@@ -25,6 +22,17 @@ pub enum RewireError {
         container_id: String,
         /// Its interface name.
         ifname: String,
+    },
+    /// A pool id could not be assigned.
+    #[error("assigning the pool ids of {container_id}/{ifname}")]
+    PoolIds {
+        /// The attachment's container id.
+        container_id: String,
+        /// Its interface name.
+        ifname: String,
+        /// What failed.
+        #[source]
+        source: super::pool_ids::PoolIdsError,
     },
     /// The datapath refused.
     #[error("rebuilding the datapath of {container_id}/{ifname}")]
@@ -46,6 +54,7 @@ pub enum RewireError {
 /// The record has no pod MAC, or the datapath refused.
 pub(super) async fn rewire(
     datapath: &mut Datapath,
+    pool_ids: &mut PoolIds,
     record: &EndpointRecord,
     default_pool: &str,
 ) -> Result<bool, RewireError> {
@@ -61,10 +70,16 @@ pub(super) async fn rewire(
         .ok_or_else(no_mac)?;
     let addrs: Vec<_> = record.addrs.iter().map(|a| a.ip).collect();
     let flags = no_snat_flags(record.addrs.iter().map(|a| (a.ip, a.skip_masquerade)));
-    let first_pool = record
-        .addrs
-        .first()
-        .map_or(default_pool, |a| a.pool.as_str());
+    let pool_id = pool_ids
+        .for_addrs(
+            record.addrs.iter().map(|a| (a.ip, a.pool.as_str())),
+            default_pool,
+        )
+        .map_err(|source| RewireError::PoolIds {
+            container_id: record.container_id.clone(),
+            ifname: record.ifname.clone(),
+            source,
+        })?;
     let spec = PodSpec {
         container_id: &record.container_id,
         netns: &record.netns,
@@ -73,7 +88,7 @@ pub(super) async fn rewire(
         gateway_v4: None,
         gateway_v6: None,
         identity: identity::INIT,
-        pool_id: pool_id(first_pool, default_pool),
+        pool_id,
         flags,
         mtu: None,
     };

@@ -141,7 +141,7 @@ pub(super) fn ensure_router(state: &mut State, state_dir: &Path) {
                 |(ip, pool)| match state.ipam.restore(*ip, ROUTER_OWNER, pool, now) {
                     Ok(()) => true,
                     Err(error) => {
-                        warn!(%error, %ip, "router address not available here");
+                        warn!(error = %super::chain(&error), %ip, "router address not available here");
                         false
                     }
                 },
@@ -167,7 +167,7 @@ pub(super) fn ensure_router(state: &mut State, state_dir: &Path) {
                 for (ip, pool) in &chosen {
                     state.ipam.release(*ip, pool);
                 }
-                warn!(%error, "allocating router addresses; retrying on the next change");
+                warn!(error = %super::chain(&error), "allocating router addresses; retrying on the next change");
                 return;
             }
         }

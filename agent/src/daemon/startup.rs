@@ -6,7 +6,7 @@ use std::{net::IpAddr, sync::Arc, time::Instant};
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use super::{Daemon, DaemonError, DaemonOptions, Records, State, sanity};
+use super::{Daemon, DaemonError, DaemonOptions, NodeStore, Records, State, sanity};
 use crate::{
     config::AgentConfig,
     crd::nodeconfig::resolve_node_config,
@@ -15,7 +15,7 @@ use crate::{
     k8s::{KubeStore, discovery},
     metrics::Metrics,
     store::{
-        NodeStore, Store as _,
+        Store as _,
         embedded::{
             EmbeddedStore,
             operator::{InProcessOperator, OperatorConfig, OperatorError},
@@ -61,6 +61,7 @@ pub(super) async fn start(
         snapshot,
         rng: fastrand::Rng::new(),
         router: Vec::new(),
+        pool_ids: super::pool_ids::PoolIds::open(&opts.state_dir)?,
         unrestored: Vec::new(),
         net,
         local_ids: crate::identity::LocalAllocator::default(),
@@ -201,7 +202,14 @@ async fn unrestored(
             records.remove(&record.container_id, &record.ifname)?;
             continue;
         }
-        match super::rewire::rewire(&mut state.datapath, &record, default_pool).await {
+        match super::rewire::rewire(
+            &mut state.datapath,
+            &mut state.pool_ids,
+            &record,
+            default_pool,
+        )
+        .await
+        {
             Ok(true) => {}
             Ok(false) => warn!(
                 container = %record.container_id, pod = %record.owner, host_ifname = %record.host_ifname,

@@ -29,8 +29,7 @@ pub use masq::{MasqExclusion, MasqRow, MasqSync};
 pub use nat::NatRow;
 pub use netdev::{NetdevConfig, NetdevRow};
 pub use pod::{
-    HOST_IFNAME_PREFIX, PodSpec, PoolIdPerFamily, delete_veth_quietly, host_ifname,
-    is_host_ifname,
+    HOST_IFNAME_PREFIX, PodSpec, PoolIdPerFamily, delete_veth_quietly, host_ifname, is_host_ifname,
 };
 pub use stats::{DatapathStats, MapStat, ProgramAttachment, read_stats};
 

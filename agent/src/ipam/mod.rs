@@ -1,11 +1,17 @@
 //! IPAM: Cilium's allocation rules, pure (no IO, no kube, no aya, no tokio). The agent feeds
 //! these allocators the objects its store sees and writes back what they say; tests drive them
 //! with plain values. Time and randomness come in as arguments so every rule is testable.
+//!
+//! The manager's backends read the own CiliumNode only as [`input::NodeInput`] (converted in
+//! `input`, the one adapter); pool selection, the problem checks and sanity still read the
+//! crd wire types (pods, namespaces, CiliumPodIPPools, the CiliumNode) directly. Nothing in
+//! the crd types imports `ipam`.
 
 use std::net::IpAddr;
 
 pub mod crdalloc;
 pub mod hostscope;
+pub mod input;
 pub use weft_k8s::labels;
 pub mod manager;
 pub mod mode;

@@ -39,19 +39,17 @@ impl StaticIp {
         (!self.assigned.is_empty()).then_some(self.assigned.as_str())
     }
 
-    /// Why the node waits, naming the tags; `None` when it does not (nothing requested, or
-    /// the operator assigned a value).
+    /// The requested tags (`key=value` joined by commas) while the node waits for the
+    /// operator to assign the static IP; `None` when it does not (nothing requested, or the
+    /// operator assigned a value). The manager words the wait
+    /// ([`crate::ipam::manager::Waiting::StaticIp`]).
     #[must_use]
-    pub fn waiting(&self) -> Option<String> {
+    pub fn pending_tags(&self) -> Option<String> {
         if !self.requested() || self.assigned().is_some() {
             return None;
         }
         let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        Some(format!(
-            "Waiting for the operator to assign a static IP (static-ip-tags {}): \
-             status.ipam.assigned-static-ip is empty",
-            tags.join(",")
-        ))
+        Some(tags.join(","))
     }
 }
 
@@ -89,7 +87,10 @@ mod tests {
         ];
         for (tags, assigned, want) in cases {
             let s = StaticIp::new(tags.clone(), assigned.to_owned());
-            assert_eq!(s.waiting().as_deref(), want, "{tags:?} {assigned:?}");
+            let waiting = s
+                .pending_tags()
+                .map(|tags| crate::ipam::manager::Waiting::StaticIp { tags }.to_string());
+            assert_eq!(waiting.as_deref(), want, "{tags:?} {assigned:?}");
             assert_eq!(s.requested(), !tags.is_empty());
         }
     }

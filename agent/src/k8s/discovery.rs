@@ -45,7 +45,7 @@ pub async fn ensure_cilium_node(
             Ok(Step::Done(doc)) => return Ok(doc),
             Ok(Step::Wait(reason)) => info!(node = node_name, "{reason}"),
             Err(error) if error.is_transient() => {
-                warn!(error = %crate::daemon::chain(&error), node = node_name, "node discovery; retrying");
+                warn!(error = %crate::error::chain(&error), node = node_name, "node discovery; retrying");
             }
             Err(error) => return Err(error),
         }

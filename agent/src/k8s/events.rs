@@ -22,6 +22,6 @@ pub(super) async fn report_invalid(client: &kube::Client, object: &Value, reason
             .await
     {
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        warn!(error = %crate::daemon::chain(&error), object = name, "posting an Event");
+        warn!(error = %crate::error::chain(&error), object = name, "posting an Event");
     }
 }

@@ -7,6 +7,10 @@
 //! Objects travel as `DynamicObject`s and are decoded into the wire types of `crate::crd`
 //! (which keep every field weft does not model), so nothing here depends on generated Go-shaped
 //! structs and a write never drops what another writer (the operator) put in the object.
+//!
+//! The Kubernetes store implements `store::Store` and counts its writes in
+//! `metrics::WriteStats`; it never names the embedded store nor the daemon, which picks one of
+//! the two (`daemon::NodeStore`). Errors are written with `crate::error::chain`.
 
 pub mod discovery;
 pub mod endpoints;

@@ -65,7 +65,7 @@ async fn ensure(inner: &Inner) -> Outcome {
         match attempt(inner, &mut announced).await {
             Ok(outcome) => return outcome,
             Err(error) => {
-                warn!(error = %crate::daemon::chain(&error), node = %inner.node_name, "creating CiliumNode again; retrying");
+                warn!(error = %crate::error::chain(&error), node = %inner.node_name, "creating CiliumNode again; retrying");
             }
         }
         tokio::time::sleep(delay + delay.mul_f64(fastrand::f64() / 4.0)).await;

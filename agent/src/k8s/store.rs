@@ -7,7 +7,8 @@
 //!
 //! Events are folded into the snapshot by [`super::fold`]; writes go through one task
 //! ([`super::writer`]); a CiliumNode deleted while the agent runs is created again by
-//! [`super::recreate`]; this file owns the watches and the shared state.
+//! [`super::recreate`]; this file owns the watches and the shared state. A failed write
+//! reaches the [`Store`] trait as `StoreError::Kube` with the typed [`K8sError`] as its source.
 
 use std::{
     sync::{
@@ -35,7 +36,10 @@ use super::{
     fold::{self, Builder},
     recreate, writer,
 };
-use crate::store::{NodeWrite, Snapshot, Store, StoreError, WriteStats};
+use crate::{
+    metrics::WriteStats,
+    store::{NodeWrite, Snapshot, Store, StoreError},
+};
 
 /// Least time between two snapshots a watch publishes during a burst of events.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
@@ -241,9 +245,15 @@ impl Store for KubeStore {
         writer::write_pending(&self.inner)
             .await
             .map(|_| ())
-            .map_err(|e| StoreError::Kube {
-                reason: crate::daemon::chain(&e),
-            })
+            .map_err(store_error)
+    }
+}
+
+/// A failed write as the [`Store`] trait reports it, with the typed [`K8sError`] as its source
+/// (so a caller can still tell a 409 Conflict from a 5xx).
+fn store_error(error: K8sError) -> StoreError {
+    StoreError::Kube {
+        source: Box::new(error),
     }
 }
 
@@ -378,4 +388,55 @@ fn refused(resource: Resource, error: &watcher::Error) -> Option<K8sError> {
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    fn write_failed(code: u16) -> StoreError {
+        store_error(K8sError::from_api(
+            "update",
+            "ciliumnodes/status",
+            kube::Error::Api(
+                kube::core::Status::failure("no", "Conflict")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        ))
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_kubernetes_error_as_its_source() {
+        let conflict = write_failed(409);
+        let source = conflict
+            .source()
+            .and_then(|s| s.downcast_ref::<K8sError>())
+            .expect("the K8sError is the source");
+        let K8sError::Api { source: api, .. } = source else {
+            panic!("not an API error: {source:?}");
+        };
+        assert_eq!(weft_k8s::client::status_code(api), Some(409));
+        let overloaded = write_failed(503);
+        let source = overloaded
+            .source()
+            .and_then(|s| s.downcast_ref::<K8sError>())
+            .expect("the K8sError is the source");
+        assert!(matches!(source, K8sError::Api { source: api, .. }
+            if weft_k8s::client::status_code(api) == Some(503)));
+        assert_eq!(
+            conflict.to_string(),
+            format!(
+                "writing CiliumNode: {}",
+                crate::error::chain(source_of(&conflict))
+            ),
+            "the text is the one the log always showed"
+        );
+    }
+
+    fn source_of(error: &StoreError) -> &(dyn std::error::Error + 'static) {
+        error.source().expect("source")
+    }
 }

@@ -51,7 +51,7 @@ pub(super) async fn write_loop(inner: std::sync::Arc<Inner>) {
             }
             Ok(false) => {}
             Err(error) => {
-                warn!(error = %crate::daemon::chain(&error), "writing CiliumNode; will retry");
+                warn!(error = %crate::error::chain(&error), "writing CiliumNode; will retry");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(inner.debounce.max(Duration::from_secs(1)));
                 inner.wake.notify_one();

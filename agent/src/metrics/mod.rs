@@ -4,8 +4,10 @@
 //! CNI requests); each part registers its metrics in the registry under the `weft_` prefix and
 //! owns small, bounded label sets. Counters of operations (allocations, releases, API calls) are counted
 //! where they happen; gauges of state (pool usage, map entries, the kernel's counters, the
-//! writer's counters) are set by the daemon right before each scrape. This module reads the
-//! other modules' plain data types and never calls into kube, aya or the IPAM allocators.
+//! writer's counters) are set by the daemon right before each scrape. Metrics owns the
+//! CiliumNode writer's counters ([`WriteStats`]): both stores count into them, and this module
+//! never imports `store`. It reads the IPAM and datapath modules' plain data types and never
+//! calls into kube, aya or the IPAM allocators.
 
 pub use weft_k8s::api_metrics as apiserver;
 pub mod cni;
@@ -24,7 +26,7 @@ pub use self::{
     datapath::DatapathMetrics,
     ipam::{IpamMetrics, Outcome},
     server::{DEFAULT_HEALTH_ADDR, Endpoint, Readiness, Refresh},
-    writes::WriteMetrics,
+    writes::{WriteMetrics, WriteStats},
 };
 
 /// Prefix of every metric name (`weft_ipam_used_ips`, …): Cilium's names after `cilium_`.

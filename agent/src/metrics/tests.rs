@@ -17,7 +17,6 @@ use crate::{
         Family,
         manager::{IpamUsage, PoolStat},
     },
-    store::WriteStats,
 };
 
 fn pool(name: &str, family: Family, capacity: u64, used: u64) -> PoolStat {

@@ -1,8 +1,12 @@
-//! CiliumNode write-back metrics, mirrored at scrape time from the store's
-//! [`WriteStats`](crate::store::WriteStats) (either store): writes by result and the time of
-//! the last successful one.
+//! CiliumNode write-back metrics. The writer of either store counts into a [`WriteStats`]
+//! (defined here: metrics owns its counters, the stores import them, never the reverse);
+//! [`WriteMetrics`] mirrors them at scrape time: writes by result and the time of the last
+//! successful one.
 
-use std::sync::atomic::Ordering;
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, SystemTime},
+};
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -10,7 +14,38 @@ use prometheus_client::{
     registry::Registry,
 };
 
-use crate::store::WriteStats;
+/// Counters of the CiliumNode writer of either store (metrics and `weft-agent status`).
+#[derive(Debug, Default)]
+pub struct WriteStats {
+    /// Successful writes of the CiliumNode (or its status).
+    pub writes: AtomicU64,
+    /// 409 Conflicts answered to a write (Kubernetes only; the write is retried).
+    pub conflicts: AtomicU64,
+    /// Writes that failed otherwise (and stay queued).
+    pub failures: AtomicU64,
+    /// Unix time in milliseconds of the last successful write; 0: none yet.
+    pub last_write_ms: AtomicU64,
+}
+
+impl WriteStats {
+    /// Count a successful write, now.
+    pub fn wrote(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.last_write_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// When the last successful write happened, if any.
+    #[must_use]
+    pub fn last_write(&self) -> Option<SystemTime> {
+        match self.last_write_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+}
 
 /// `result` of a write.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -23,7 +58,7 @@ pub struct WriteLabels {
 #[derive(Debug, Default)]
 pub struct WriteMetrics {
     writes: Family<WriteLabels, Counter>,
-    last_write: Gauge<f64, std::sync::atomic::AtomicU64>,
+    last_write: Gauge<f64, AtomicU64>,
 }
 
 impl WriteMetrics {

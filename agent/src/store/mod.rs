@@ -1,7 +1,9 @@
 //! Where the agent's view of the cluster lives: its own CiliumNode, the CiliumPodIPPools and
 //! CiliumNodeConfigs, and the metadata of pods and namespaces. A store publishes snapshots
 //! (`tokio::sync::watch`) and takes the agent's write-backs of the fields it owns; the embedded
-//! store keeps documents in a directory, the Kubernetes store (later) talks to the API server.
+//! store keeps documents in a directory, the Kubernetes store (`k8s::KubeStore`) talks to the API
+//! server. This module never imports `k8s`: the Kubernetes store implements [`Store`] from there,
+//! and the daemon, the composition root, picks one of the two (`daemon::NodeStore`).
 //! Nothing here allocates addresses: `ipam` decides, the store only reads and writes.
 
 pub mod embedded;
@@ -12,11 +14,7 @@ use std::{
     hash::{Hash as _, Hasher as _},
     net::IpAddr,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::{Duration, SystemTime},
+    sync::Arc,
 };
 
 use tokio::sync::watch;
@@ -174,39 +172,6 @@ pub fn merge_writes(old: Option<NodeWrite>, new: NodeWrite) -> NodeWrite {
     }
 }
 
-/// Counters of the CiliumNode writer of either store (metrics and `weft-agent status`).
-#[derive(Debug, Default)]
-pub struct WriteStats {
-    /// Successful writes of the CiliumNode (or its status).
-    pub writes: AtomicU64,
-    /// 409 Conflicts answered to a write (Kubernetes only; the write is retried).
-    pub conflicts: AtomicU64,
-    /// Writes that failed otherwise (and stay queued).
-    pub failures: AtomicU64,
-    /// Unix time in milliseconds of the last successful write; 0: none yet.
-    pub last_write_ms: AtomicU64,
-}
-
-impl WriteStats {
-    /// Count a successful write, now.
-    pub fn wrote(&self) {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        self.last_write_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// When the last successful write happened, if any.
-    #[must_use]
-    pub fn last_write(&self) -> Option<SystemTime> {
-        match self.last_write_ms.load(Ordering::Relaxed) {
-            0 => None,
-            ms => Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
-        }
-    }
-}
-
 /// A source of snapshots that accepts write-backs of the own CiliumNode.
 pub trait Store {
     /// Snapshots, newest first; the receiver sees every change after the first full read.
@@ -219,49 +184,6 @@ pub trait Store {
 
     /// Write a pending write-back now (shutdown, tests), bypassing the debounce.
     fn flush(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
-}
-
-/// The store the agent runs on: a directory, or the Kubernetes API.
-#[derive(Debug, Clone)]
-pub enum NodeStore {
-    /// `--store DIR`.
-    Embedded(embedded::EmbeddedStore),
-    /// The API server.
-    Kube(crate::k8s::KubeStore),
-}
-
-impl NodeStore {
-    /// The writer's counters.
-    #[must_use]
-    pub fn stats(&self) -> &WriteStats {
-        match self {
-            Self::Embedded(s) => s.stats(),
-            Self::Kube(s) => s.stats(),
-        }
-    }
-}
-
-impl Store for NodeStore {
-    fn snapshots(&self) -> watch::Receiver<Arc<Snapshot>> {
-        match self {
-            Self::Embedded(s) => s.snapshots(),
-            Self::Kube(s) => s.snapshots(),
-        }
-    }
-
-    fn write_node(&self, write: NodeWrite, base_version: &str) {
-        match self {
-            Self::Embedded(s) => s.write_node(write, base_version),
-            Self::Kube(s) => s.write_node(write, base_version),
-        }
-    }
-
-    async fn flush(&self) -> Result<(), StoreError> {
-        match self {
-            Self::Embedded(s) => s.flush().await,
-            Self::Kube(s) => s.flush().await,
-        }
-    }
 }
 
 /// Why a store operation failed.
@@ -301,11 +223,14 @@ pub enum StoreError {
         /// Where it is expected.
         path: PathBuf,
     },
-    /// Writing to the Kubernetes API failed (the write stays queued).
-    #[error("writing CiliumNode: {reason}")]
+    /// Writing the own CiliumNode to the API server failed (the write stays queued). The
+    /// source is the Kubernetes store's typed error (a 409 Conflict and a 5xx stay apart);
+    /// the text repeats its chain so a log of this error alone still says why.
+    #[error("writing CiliumNode: {}", crate::error::chain(source.as_ref()))]
     Kube {
-        /// The error chain.
-        reason: String,
+        /// The Kubernetes store's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Watching the directory failed.
     #[error("watching {path} for changes")]

@@ -1,36 +1,14 @@
 //! What the manager adds to [`crate::ipam::problems`]: the pool checks that need the mode, the
 //! enabled families and the selection context it holds. Reads only.
 
-use super::{IpamManager, family_word};
+use super::IpamManager;
 use crate::{
     crd::pool::CiliumPodIPPool,
     ipam::{
-        multipool::MultiPoolManager,
         problems::{self, IpamProblem},
         selection::ObjectLookup,
     },
 };
-
-/// Cilium's "Waiting for cidr pool to become available", then each pool and family it waits
-/// for (`pool blue has no IPv6 CIDR`).
-pub(super) fn waiting_for_pools(multi: &MultiPoolManager) -> String {
-    let waits: Vec<String> = multi
-        .pools_not_ready()
-        .iter()
-        .map(|w| {
-            let family = family_word(w.family);
-            if w.has_cidrs {
-                format!("pool {} has no free {family} address", w.pool)
-            } else {
-                format!("pool {} has no {family} CIDR", w.pool)
-            }
-        })
-        .collect();
-    format!(
-        "Waiting for cidr pool to become available: {}",
-        waits.join(", ")
-    )
-}
 
 impl IpamManager {
     /// Whether `pool` is one no `CiliumPodIPPool` of `pools` defines (multi-pool only).

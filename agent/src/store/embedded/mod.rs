@@ -14,7 +14,8 @@
 //! same lock. Both write `spec.ipam.pools`, so the agent's part is applied only where the
 //! document still holds what the agent read (the read its base names): otherwise the
 //! operator added or took a block since, and the agent recomputes from the newer read, which
-//! comes next. The operator always computes from the document it is about to write.
+//! comes next. The operator always computes from the document it is about to write. The
+//! writer counts into `metrics::WriteStats`, as the Kubernetes store's does.
 
 pub mod docs;
 pub mod operator;
@@ -39,7 +40,10 @@ use self::{
     operator::InProcessOperator,
 };
 use super::{EMBEDDED_BASE_PREFIX, NodeWrite, Snapshot, Store, StoreError};
-use crate::crd::{ipam::IpamPoolSpec, node::CiliumNode};
+use crate::{
+    crd::{ipam::IpamPoolSpec, node::CiliumNode},
+    metrics::WriteStats,
+};
 
 /// Default debounce of CiliumNode writes (Cilium's `--ipam-cilium-node-update-rate`).
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(15);
@@ -64,7 +68,7 @@ struct Inner {
     writing: Mutex<()>,
     wake: Notify,
     debounce: Duration,
-    stats: super::WriteStats,
+    stats: WriteStats,
     /// The own node's `spec.ipam.pools` in each recent read, by [`Snapshot::revision`].
     bases: Mutex<VecDeque<(u64, IpamPoolSpec)>>,
     /// The operator's allocator, when it runs in-process.
@@ -122,7 +126,7 @@ impl EmbeddedStore {
             writing: Mutex::new(()),
             wake: Notify::new(),
             debounce,
-            stats: super::WriteStats::default(),
+            stats: WriteStats::default(),
             bases: Mutex::new(bases),
             operator: Mutex::new(None),
         });
@@ -144,7 +148,7 @@ impl EmbeddedStore {
 
     /// The writer's counters.
     #[must_use]
-    pub fn stats(&self) -> &super::WriteStats {
+    pub fn stats(&self) -> &WriteStats {
         &self.inner.stats
     }
 

@@ -105,7 +105,7 @@ fn cluster_pool_reports_a_foreign_block_with_ciliums_text() {
 fn bad_cluster_pool_settings_name_the_key() {
     let error = InProcessOperator::new(&cluster_pool(&["fd00::/104"], 24), "node1")
         .expect_err("a v6 CIDR in the v4 key");
-    let text = crate::daemon::chain(&error);
+    let text = crate::error::chain(&error);
     assert!(
         text.starts_with(
             "invalid cluster-pool-ipv4-cidr for the in-process cluster-pool allocator"
@@ -125,7 +125,7 @@ fn bad_cluster_pool_settings_name_the_key() {
     let error = InProcessOperator::new(&OperatorConfig::ClusterPool(v6_without_cidr), "node1")
         .expect_err("IPv6 without a CIDR");
     assert!(
-        crate::daemon::chain(&error)
+        crate::error::chain(&error)
             .contains("cluster-pool-ipv6-cidr must be provided when using ClusterPool"),
         "{error}"
     );

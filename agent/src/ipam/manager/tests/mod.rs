@@ -1,5 +1,6 @@
 //! The facade's own rules: family order and rollback, readiness per mode, the per-pool
-//! masquerade decision, what each mode writes back, and exhaustion errors naming the pool.
+//! masquerade decision, what each mode writes back, and exhaustion errors naming the pool;
+//! `errors`: every error keeps its typed cause.
 
 use std::{borrow::Cow, time::Instant};
 
@@ -114,11 +115,13 @@ fn ipv6_first_and_a_failing_ipv4_rolls_the_ipv6_back() {
         "{err}"
     );
     // The IPv6 address taken for router2 was given back: the pool still has 255 free.
-    let usage = match &m.backend {
-        Backend::Multi(multi) => multi.usage("default", Family::V6).expect("usage"),
-        _ => unreachable!("multi-pool backend"),
-    };
-    assert_eq!(usage.used, 1, "only router's IPv6 address is in use");
+    let usage = m.usage(now);
+    let v6 = usage
+        .pools
+        .iter()
+        .find(|p| p.pool == "default" && p.family == Family::V6)
+        .expect("usage");
+    assert_eq!(v6.used, 1, "only router's IPv6 address is in use");
 }
 
 #[test]
@@ -509,3 +512,5 @@ fn a_failed_restore_says_whether_to_wait_or_give_up() {
         .expect_err("outside");
     assert!(lost(&err), "{err}");
 }
+
+mod errors;
