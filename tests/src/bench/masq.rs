@@ -1,18 +1,19 @@
-//! `to_netdev` / `from_netdev` per-packet cost under `BPF_PROG_TEST_RUN`, on a node with 1k
-//! pods (endpoints and IPCache entries), 1k established masqueraded flows, Cilium's default
-//! ip-masq-agent exclusions (with the link-local one the agent adds) and a cluster prefix. The
+//! `to_netdev` / `from_netdev` per-packet cost under `BPF_PROG_TEST_RUN`, for IPv4 and IPv6, on
+//! a node with 1k pods (endpoints and IPCache entries, both families), 1k established
+//! masqueraded flows per family, Cilium's default ip-masq-agent exclusions (with the IPv4 and
+//! IPv6 link-local ones the agent adds) and an IPv6 one, and a cluster prefix per family. The
 //! test runner repeats a program on one skb, so the programs run inside benchmark wrappers that
-//! restore the frame's head after each run (`weft_bench_to_netdev` /
+//! restore the frame's head (Ethernet + IPv6 + TCP) after each run (`weft_bench_to_netdev` /
 //! `weft_bench_from_netdev`); the wrapper alone (`weft_bench_copy`) is the baseline subtracted,
 //! `weft_noop` is shown for scale. The flows' mappings are made before the cases run: the
 //! numbers are the established-flow path. Every case is checked (verdict, counter reason, the
 //! rewrite) before and while it is timed (`prog::time_case`). Trials are interleaved and the
 //! median kept.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use agent_common::{
-    EndpointInfo, NatEntry4, NatTuple4,
+    EndpointInfo, NatEntry4, NatEntry6, NatTuple4, NatTuple6,
     maps::{PROG_FROM_NETDEV, PROG_TO_NETDEV},
     masq::{MASQ_F_IP_MASQ_AGENT, POOL_ANY},
     nat::{IPPROTO_UDP, NAT_DIR_EGRESS, NAT_DIR_INGRESS},
@@ -28,6 +29,11 @@ use crate::{Node, frames, report, test_run};
 
 const NODE_IP: Ipv4Addr = Ipv4Addr::new(44, 77, 0, 2);
 const WORLD: Ipv4Addr = Ipv4Addr::new(93, 184, 216, 34);
+const NODE_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x31, 0, 0, 0, 0, 2);
+const WORLD6: Ipv6Addr = Ipv6Addr::new(0x2606, 0x4700, 0, 0, 0, 0, 0, 0x1111);
+/// IPv6 exclusions besides the IPv4 defaults: link-local (the agent's default) and one
+/// ip-masq-agent entry.
+const EXCLUDED_V6: [&str; 2] = ["fe80::/10", "2001:db8:e::/48"];
 
 fn endpoint(last: u8) -> EndpointInfo {
     EndpointInfo {
@@ -47,15 +53,20 @@ fn pod_ip(i: u16) -> Ipv4Addr {
     Ipv4Addr::new(10, 1, hi, lo)
 }
 
+fn pod_ip6(i: u16) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, i + 2)
+}
+
 fn ok<T>(result: Result<T, DatapathError>) -> T {
     result.unwrap_or_else(|e| panic!("{}", report(&e)))
 }
 
-/// The defaults and link-local, for every pool.
+/// The IPv4 defaults (and link-local), then [`EXCLUDED_V6`], for every pool.
 fn exclusions() -> Vec<MasqExclusion> {
     DEFAULT_NON_MASQ_CIDRS
         .iter()
         .chain(&["169.254.0.0/16"])
+        .chain(&EXCLUDED_V6)
         .map(|c| MasqExclusion {
             pool_id: POOL_ANY,
             cidr: c.parse().expect("cidr"),
@@ -64,8 +75,8 @@ fn exclusions() -> Vec<MasqExclusion> {
         .collect()
 }
 
-/// A node with `opts.endpoints` pods, as many established flows, the exclusions and the
-/// cluster prefix.
+/// A node with `opts.endpoints` dual-stack pods, as many established flows per family, the
+/// exclusions and cluster prefixes.
 fn node(opts: &ProgOptions) -> Node {
     let mut node = Node::new();
     let dp = &mut node.datapath;
@@ -73,19 +84,21 @@ fn node(opts: &ProgOptions) -> Node {
         1,
         &NetdevConfig {
             masq_v4: Some(NODE_IP),
-            masq_v6: None,
+            masq_v6: Some(NODE_IP6),
         },
     ));
     ok(dp.ensure_world_ipcache());
-    ok(dp.upsert_ipcache(
-        "10.78.0.0/16".parse().expect("cidr"),
-        &IpcacheEntry::identity(300),
-    ));
+    for cluster in ["10.78.0.0/16", "fd00:78::/48"] {
+        let prefix = cluster.parse().expect("cidr");
+        ok(dp.upsert_ipcache(prefix, &IpcacheEntry::identity(300)));
+    }
     ok(dp.sync_masq_exclusions(&exclusions()));
     for i in 0..opts.endpoints {
-        let ip = pod_ip(i);
-        ok(dp.upsert_endpoint(IpAddr::V4(ip), &endpoint(ip.octets()[3])));
-        ok(dp.upsert_ipcache(IpAddr::V4(ip).into(), &IpcacheEntry::identity(300)));
+        let (ip, ip6) = (pod_ip(i), pod_ip6(i));
+        for pod in [IpAddr::V4(ip), IpAddr::V6(ip6)] {
+            ok(dp.upsert_endpoint(pod, &endpoint(ip.octets()[3])));
+            ok(dp.upsert_ipcache(pod.into(), &IpcacheEntry::identity(300)));
+        }
         let port = 40000 + i;
         let tuple4 = |saddr: Ipv4Addr, sport, daddr: Ipv4Addr, dport, flags| NatTuple4 {
             daddr: daddr.octets(),
@@ -105,6 +118,25 @@ fn node(opts: &ProgOptions) -> Node {
         ok(dp.upsert_nat4(&forward, &to4(NODE_IP)));
         let reverse = tuple4(WORLD, 443, NODE_IP, port, NAT_DIR_INGRESS);
         ok(dp.upsert_nat4(&reverse, &to4(ip)));
+        let tuple6 = |saddr: Ipv6Addr, sport, daddr: Ipv6Addr, dport, flags| NatTuple6 {
+            daddr: daddr.octets(),
+            saddr: saddr.octets(),
+            dport,
+            sport,
+            nexthdr: IPPROTO_UDP,
+            flags,
+        };
+        let to6 = |addr: Ipv6Addr| NatEntry6 {
+            created: 0,
+            to_addr: addr.octets(),
+            to_port: port,
+            flags: 0,
+            pad: [0; 4],
+        };
+        let forward = tuple6(ip6, port, WORLD6, 443, NAT_DIR_EGRESS);
+        ok(dp.upsert_nat6(&forward, &to6(NODE_IP6)));
+        let reverse = tuple6(WORLD6, 443, NODE_IP6, port, NAT_DIR_INGRESS);
+        ok(dp.upsert_nat6(&reverse, &to6(ip6)));
     }
     node
 }
@@ -193,6 +225,48 @@ fn cases4(node: &mut Node, pod: Ipv4Addr) -> Vec<Case> {
     ]
 }
 
+/// The IPv6 counterparts of [`cases4`], from pod `pod`.
+fn cases6(node: &mut Node, pod: Ipv6Addr) -> Vec<Case> {
+    let udp = frames::udp6_ports(pod, 33000, WORLD6, 53, PAYLOAD);
+    let tcp = frames::tcp6(pod, 33001, WORLD6, 443, 0x10, PAYLOAD);
+    let (uport, tport) = (masquerade(node, &udp, 54), masquerade(node, &tcp, 54));
+    let (node_ip, pod_ip) = (NODE_IP6.octets(), pod.octets());
+    let excluded = Ipv6Addr::new(0x2001, 0xdb8, 0xe, 0, 0, 0, 0, 9);
+    let cluster = Ipv6Addr::new(0xfd00, 0x78, 0, 1, 0, 0, 0, 1);
+    let stranger = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 1);
+    vec![
+        snat("to_netdev: established UDP6 (SNAT)", udp, 22, &node_ip),
+        snat("to_netdev: established TCP6 (SNAT)", tcp, 22, &node_ip),
+        untouched(
+            "to_netdev: excluded dst6 (no NAT)",
+            frames::udp6_ports(pod, 33002, excluded, 53, PAYLOAD),
+            reason::SNAT_SKIP_EXCLUDED,
+        ),
+        untouched(
+            "to_netdev: cluster dst6 (no NAT)",
+            frames::udp6_ports(pod, 33003, cluster, 53, PAYLOAD),
+            reason::SNAT_SKIP_CLUSTER,
+        ),
+        untouched(
+            "to_netdev: IPv6 not from a pod",
+            frames::udp6_ports(stranger, 33004, WORLD6, 53, PAYLOAD),
+            reason::NETDEV_PASS,
+        ),
+        reply(
+            "from_netdev: UDP6 reply (rev-NAT+peer)",
+            frames::udp6_ports(WORLD6, 53, NODE_IP6, uport, PAYLOAD),
+            38,
+            &pod_ip,
+        ),
+        reply(
+            "from_netdev: TCP6 reply (rev-NAT+peer)",
+            frames::tcp6(WORLD6, 443, NODE_IP6, tport, 0x10, PAYLOAD),
+            38,
+            &pod_ip,
+        ),
+    ]
+}
+
 /// Fill the maps, check and time every case, print a table.
 ///
 /// # Panics
@@ -200,9 +274,12 @@ fn cases4(node: &mut Node, pod: Ipv4Addr) -> Vec<Case> {
 /// does not do what its name says (`prog::time_case`).
 pub fn run(opts: &ProgOptions) {
     let mut node = node(opts);
-    let cases = cases4(&mut node, pod_ip(opts.endpoints / 2));
+    let (pod, pod6) = (pod_ip(opts.endpoints / 2), pod_ip6(opts.endpoints / 2));
+    let mut cases = cases4(&mut node, pod);
+    cases.extend(cases6(&mut node, pod6));
     println!(
-        "to_netdev/from_netdev under BPF_PROG_TEST_RUN: {} pods, {} established flows, {} exclusions, repeat {}, median of {} trials",
+        "to_netdev/from_netdev under BPF_PROG_TEST_RUN: {} dual-stack pods, {} established flows \
+         per family, {} exclusions, repeat {}, median of {} trials",
         opts.endpoints,
         opts.endpoints,
         exclusions().len(),
