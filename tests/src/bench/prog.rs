@@ -5,9 +5,10 @@
 //! So every case runs inside a benchmark wrapper that restores the frame's head after each run
 //! (`weft_bench_from_container`), and the wrapper alone (`weft_bench_copy`) is subtracted; the
 //! empty classifier `weft_noop` from the same object, in the same run, is the baseline of the
-//! ratio. Each case is checked before it is timed (the bare program's verdict and rewrite) and
-//! while it is (every timed run's verdict, counter reason and restored frame). Numbers are the
-//! kernel's own average per repeat; trials are interleaved and the median kept.
+//! ratio. Each case is checked before it is timed (the bare program's verdict, counter reason
+//! and rewrite) and while it is (each trial's verdict and restored frame, and that every timed
+//! run counted the case's reason). Numbers are the kernel's own average per repeat; trials are
+//! interleaved and the median kept.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -101,8 +102,8 @@ fn packets(node: &mut Node, why: u32) -> u64 {
 ///
 /// # Panics
 /// If the bare program does not return the case's verdict, count its reason and make its
-/// rewrites, or if any timed run of the wrapped program did otherwise or left the frame
-/// changed: the case would not measure what its name says.
+/// rewrites, or if a trial of the wrapped program ends with another verdict or a changed frame,
+/// or not every timed run counted the reason: the case would not measure what its name says.
 pub(crate) fn time_case(node: &mut Node, case: &Case, opts: &ProgOptions) -> Timing {
     let name = case.name;
     assert!(
