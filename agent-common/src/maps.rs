@@ -59,8 +59,17 @@ pub const PROG_NOOP: &str = "weft_noop";
 pub const PROG_BENCH_TO_NETDEV: &str = "weft_bench_to_netdev";
 /// Benchmark only: `from_netdev` with the frame's head restored after each run.
 pub const PROG_BENCH_FROM_NETDEV: &str = "weft_bench_from_netdev";
-/// Benchmark only: saves and restores the frame's head (baseline of the two above).
+/// Benchmark only: `from_container` with the frame's head restored after each run.
+pub const PROG_BENCH_FROM_CONTAINER: &str = "weft_bench_from_container";
+/// Benchmark only: saves and restores the frame's head (baseline of the three above).
 pub const PROG_BENCH_COPY: &str = "weft_bench_copy";
+/// Bytes of the frame the benchmark wrappers save and restore: Ethernet (14) + IPv6 (40) + a
+/// 20-byte TCP header = 74, rounded up to a multiple of 8. A frame shorter than this is
+/// dropped by the wrappers (`TC_ACT_SHOT`), so benchmark frames are at least this long.
+pub const BENCH_HEAD: usize = 80;
+/// Benchmark only: where the wrappers keep the saved head (`PERCPU_ARRAY`, one
+/// `[u8; BENCH_HEAD]`). Never pinned, not in [`PINNED_MAPS`].
+pub const BENCH_SAVED: &str = "weft_bench_head";
 
 /// Pins of map layouts this agent replaced: removed on start (their data is not migrated).
 pub const RETIRED_MAPS: [&str; 1] = ["weft_ctrs_v1"];

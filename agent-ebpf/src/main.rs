@@ -85,7 +85,14 @@ pub fn weft_bench_from_netdev(ctx: TcContext) -> i32 {
 }
 
 #[cfg(target_arch = "bpf")]
-/// Benchmark only: saves and restores the frame's head (baseline of the two above).
+/// Benchmark only: `from_container` on a frame whose head is restored afterwards.
+#[classifier]
+pub fn weft_bench_from_container(ctx: TcContext) -> i32 {
+    bench::around(&ctx, from_container::run)
+}
+
+#[cfg(target_arch = "bpf")]
+/// Benchmark only: saves and restores the frame's head (baseline of the three above).
 #[classifier]
 pub fn weft_bench_copy(ctx: TcContext) -> i32 {
     bench::around(&ctx, |_| TC_ACT_OK)

@@ -118,6 +118,7 @@ fn programs_exist() {
         maps::PROG_NOOP,
         maps::PROG_BENCH_TO_NETDEV,
         maps::PROG_BENCH_FROM_NETDEV,
+        maps::PROG_BENCH_FROM_CONTAINER,
         maps::PROG_BENCH_COPY,
     ] {
         assert!(
@@ -126,4 +127,18 @@ fn programs_exist() {
             object.programs.keys().collect::<Vec<_>>()
         );
     }
+    // The benchmark wrappers keep the frame's head in a map of their own, never pinned.
+    let saved = object
+        .maps
+        .get(maps::BENCH_SAVED)
+        .expect("the benchmark wrappers' map");
+    assert_eq!(
+        (
+            saved.map_type(),
+            saved.value_size() as usize,
+            saved.max_entries()
+        ),
+        (BPF_MAP_TYPE_PERCPU_ARRAY as u32, maps::BENCH_HEAD, 1)
+    );
+    assert!(!maps::PINNED_MAPS.contains(&maps::BENCH_SAVED));
 }

@@ -26,12 +26,13 @@ pub struct BenchArgs {
 /// A benchmark that `cargo xtask bench` can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchTarget {
-    /// Datapath throughput and latency between pods (`weft-tests` binary `bench-datapath`).
+    /// Per-packet cost of `from_container` under `BPF_PROG_TEST_RUN` against an empty program,
+    /// and datapath latency and throughput between pods (`weft-tests` binary `bench-datapath`).
     Datapath,
     /// CNI ADD latency against the bridge plugin and IPAM allocator throughput
     /// (`weft-tests` binary `bench-ipam`).
     Ipam,
-    /// Per-packet cost of masquerading (`to_netdev`, `from_netdev`) under
+    /// Per-packet cost of masquerading (`to_netdev`, `from_netdev`, IPv4 and IPv6) under
     /// `BPF_PROG_TEST_RUN` against an empty program, and pod → external host latency and
     /// throughput through weft's SNAT against the bridge plugin's `ipMasq` (`weft-tests`
     /// binary `bench-masq`).

@@ -1,5 +1,8 @@
-//! `cargo xtask bench datapath`: per-packet cost of `from_container` (`BPF_PROG_TEST_RUN`) and
-//! pod-to-pod latency/throughput through weft against Debian's bridge CNI and a bare veth pair.
+//! `cargo xtask bench datapath [prog|net|all]`: per-packet cost of `from_container`
+//! (`BPF_PROG_TEST_RUN`, inside the head-restoring benchmark wrapper, the wrapper subtracted,
+//! against the empty classifier) and pod-to-pod latency/throughput through weft against
+//! Debian's bridge CNI and a bare veth pair. `prog` runs only the first part, `net` only the
+//! second.
 
 use anyhow::bail;
 use weft_tests::bench::{net, prog};

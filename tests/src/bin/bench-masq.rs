@@ -1,8 +1,8 @@
 //! `cargo xtask bench masq [prog|net|all]`: per-packet cost of `to_netdev` on established
 //! masqueraded flows and of the other masquerade decisions, and of `from_netdev`'s reverse NAT,
-//! against the empty classifier (`BPF_PROG_TEST_RUN`); and latency/throughput from a pod to an
-//! external host through weft's SNAT against Debian's bridge plugin with `ipMasq: true`
-//! (iptables MASQUERADE). Needs root.
+//! for IPv4 and IPv6, inside the head-restoring benchmark wrappers with the wrapper subtracted
+//! (`BPF_PROG_TEST_RUN`); and latency/throughput from a pod to an external host through weft's
+//! SNAT against Debian's bridge plugin with `ipMasq: true` (iptables MASQUERADE). Needs root.
 
 use anyhow::bail;
 use weft_tests::bench::{masq, net, prog::ProgOptions};
