@@ -31,7 +31,8 @@ pub struct Cli {
     /// `--pin-dir BPF_ROOT/weft`).
     #[arg(long, global = true, conflicts_with = "pin_dir")]
     pub bpf_root: Option<PathBuf>,
-    /// How to attach tc programs: TCX links (kernel 6.6+), legacy netlink filters, or auto.
+    /// How to attach tc programs: TCX links (kernel 6.6+), legacy netlink filters, or auto
+    /// (netlink filters on pod veths, TCX on native devices where the kernel has it).
     #[arg(long, env = "WEFT_ATTACH_MODE", value_enum, default_value_t = AttachArg::Auto, global = true)]
     pub attach_mode: AttachArg,
     /// What to do.
@@ -128,7 +129,8 @@ pub const K8S_NODE_NAME: &str = "K8S_NODE_NAME";
 /// `--attach-mode` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AttachArg {
-    /// TCX where the kernel has it, netlink tc otherwise.
+    /// Netlink tc on pod veths (a TCX attach waits for an RCU grace period on every pod's
+    /// start-up); TCX on native devices where the kernel has it.
     Auto,
     /// TCX links.
     Tcx,

@@ -73,7 +73,7 @@ pub struct PoolStatus {
 pub struct DatapathStatus {
     /// bpffs directory of the pins.
     pub pin_dir: String,
-    /// `tcx` or `netlink`.
+    /// `tcx` or `netlink`, or `netlink (pod veths), tcx (native devices)` (`auto` on 6.6+).
     pub attach_mode: String,
     /// Program → interfaces it is attached to.
     pub programs: Vec<ProgramStatus>,

@@ -8,7 +8,9 @@ use std::{
 };
 
 use agent_common::maps;
-use weft_agent::datapath::{Datapath, DatapathConfig, DatapathError, PodSpec, PoolIdPerFamily};
+use weft_agent::datapath::{
+    AttachMode, Datapath, DatapathConfig, DatapathError, PodSpec, PoolIdPerFamily,
+};
 use weft_tests::{Node, ThreadNetNs, report, require_root, run, unique};
 
 struct PinDir(std::path::PathBuf);
@@ -81,7 +83,8 @@ fn pinned_map_of_the_wrong_shape_is_refused_with_the_fix() {
 
 #[test]
 fn pod_whose_netns_vanished_leaves_nothing_behind() {
-    let mut node = Node::new();
+    // TCX: a half-made attachment would leave a link pin.
+    let mut node = Node::with_attach_mode(AttachMode::Tcx);
     let missing = Path::new("/var/run/netns").join(unique("gone"));
     let addrs = [IpAddr::V4(Ipv4Addr::new(10, 77, 0, 50))];
     let spec = PodSpec {

@@ -99,7 +99,8 @@ fn tcp_between_pods() {
 
 #[test]
 fn removing_an_endpoint_or_a_pod_stops_traffic_to_it() {
-    let mut node = Node::new();
+    // TCX: the pods' links are pinned, and the removed pod's pin must go.
+    let mut node = Node::with_attach_mode(AttachMode::Tcx);
     let pods = three_pods(&mut node);
     assert!(pods[0].ping(IpAddr::V4(pods[1].v4), 1, "0.1"));
     // Endpoint gone from the map: packets go to the host stack, which does not forward here.

@@ -20,7 +20,7 @@ use crate::{
         proto::Response,
         types::{CniError, code},
     },
-    datapath::{AttachMode, DatapathStats, read_stats},
+    datapath::{DatapathStats, read_stats},
     ipam::{
         Family,
         manager::{IpamManager, IpamUsage},
@@ -294,11 +294,7 @@ fn datapath_status(daemon: &Daemon, stats: &DatapathStats) -> DatapathStatus {
     .collect();
     DatapathStatus {
         pin_dir: daemon.opts.datapath.pin_dir.display().to_string(),
-        attach_mode: match daemon.attach_mode {
-            AttachMode::Netlink => "netlink",
-            AttachMode::Tcx | AttachMode::Auto => "tcx",
-        }
-        .to_owned(),
+        attach_mode: daemon.attach_mode.describe(),
         programs,
         maps: stats
             .maps

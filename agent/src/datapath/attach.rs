@@ -7,8 +7,11 @@
 //! newly loaded program with an atomic `bpf_link_update`, so forwarding never pauses. Links whose
 //! interface is gone are unpinned.
 //!
-//! Netlink tc (older kernels, or forced): a `clsact` qdisc and a direct-action filter at
-//! priority 1, handle 1, named after the program, as Cilium's legacy attach does. Filters live
+//! Which one a hook uses: [`AttachMode`] (`auto`: netlink tc on pod veths, whose attach is on
+//! every pod's start-up path; TCX on native devices where the kernel has it).
+//!
+//! Netlink tc (pod veths, older kernels, or forced): a `clsact` qdisc and a direct-action
+//! filter at priority 1, handle 1, named after the program, as Cilium's legacy attach does. Filters live
 //! in the kernel without the agent; on start the agent replaces the filter on every interface
 //! its maps list (interfaces map for veths, native-devices map for devices) with the new
 //! program (an atomic netlink replace).
@@ -55,10 +58,13 @@ pub(super) const HOOKS: [Hook; 3] = [FROM_CONTAINER, TO_NETDEV, FROM_NETDEV];
 const NL_PRIORITY: u16 = 1;
 const NL_HANDLE: TcHandle = TcHandle::new(0, 1);
 
-/// How `from_container` is attached to interfaces.
+/// How weft's programs are attached to interfaces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AttachMode {
-    /// TCX where the kernel has it (6.6+), netlink tc otherwise.
+    /// Netlink tc on pod veths; on native devices TCX where the kernel has it (6.6+), netlink
+    /// tc otherwise. A TCX attach waits for an RCU grace period in the kernel, which is most of
+    /// a pod's start-up (`cargo xtask bench ipam`: ADD p50 19.8 ms with TCX, 5.2 ms with
+    /// netlink tc); a native device is attached once.
     #[default]
     Auto,
     /// TCX links, pinned.
@@ -68,7 +74,7 @@ pub enum AttachMode {
 }
 
 impl AttachMode {
-    /// `Auto` decided for the running kernel.
+    /// `Auto` decided for the running kernel's native devices.
     #[must_use]
     pub fn resolve(self) -> Self {
         match self {
@@ -80,6 +86,44 @@ impl AttachMode {
             }
             Self::Auto => Self::Netlink,
             mode => mode,
+        }
+    }
+
+    /// How `hook`'s program is attached under this configured mode (see [`AttachMode::Auto`]).
+    pub(super) fn for_hook(self, hook: Hook) -> Self {
+        match self {
+            Self::Auto if hook == FROM_CONTAINER => Self::Netlink,
+            mode => mode.resolve(),
+        }
+    }
+
+    /// The mode of pod veths (`from_container`).
+    #[must_use]
+    pub fn of_pods(self) -> Self {
+        self.for_hook(FROM_CONTAINER)
+    }
+
+    /// The mode of native devices (`to_netdev`, `from_netdev`).
+    #[must_use]
+    pub fn of_devices(self) -> Self {
+        self.for_hook(TO_NETDEV)
+    }
+
+    /// `tcx` or `netlink`, or both with where each is used.
+    #[must_use]
+    pub fn describe(self) -> String {
+        let word = |mode: Self| {
+            if mode == Self::Netlink {
+                "netlink"
+            } else {
+                "tcx"
+            }
+        };
+        let (pods, devices) = (word(self.of_pods()), word(self.of_devices()));
+        if pods == devices {
+            pods.to_owned()
+        } else {
+            format!("{pods} (pod veths), {devices} (native devices)")
         }
     }
 }
@@ -117,7 +161,7 @@ impl Datapath {
 
     /// Attach `hook`'s program to `ifname` (idempotent).
     pub(super) fn attach_hook(&mut self, hook: Hook, ifname: &str) -> Result<(), DatapathError> {
-        if self.attach_mode == AttachMode::Netlink {
+        if self.attach_mode.for_hook(hook) == AttachMode::Netlink {
             let program = self.classifier(hook.program)?;
             attach_netlink(program, hook, ifname)?;
             info!(ifname, program = hook.program, "attached (netlink tc)");
@@ -131,13 +175,7 @@ impl Datapath {
             // Our own link already; make sure it runs this program.
             return readopt(program, hook, &path, ifname).map(|_| ());
         }
-        let id = program
-            .attach_with_options(
-                ifname,
-                hook.attach_type,
-                TcAttachOptions::TcxOrder(LinkOrder::default()),
-            )
-            .map_err(|source| program_error(hook, "attaching", ifname, source))?;
+        let id = attach_tcx(program, hook, ifname)?;
         pin_link(program, hook, id, &path, ifname)?;
         info!(ifname, program = hook.program, "attached");
         Ok(())
@@ -145,7 +183,7 @@ impl Datapath {
 
     /// Detach `hook`'s program from `ifname`; `Ok(false)` if it was not attached.
     pub(super) fn detach_hook(&mut self, hook: Hook, ifname: &str) -> Result<bool, DatapathError> {
-        if self.attach_mode == AttachMode::Netlink {
+        if self.attach_mode.for_hook(hook) == AttachMode::Netlink {
             return match tc::qdisc_detach_program(ifname, hook.attach_type, hook.program) {
                 Ok(()) => Ok(true),
                 Err(TcError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -190,7 +228,7 @@ pub(super) fn adopt_links(datapath: &mut Datapath) -> Result<(), DatapathError> 
 }
 
 fn adopt_hook(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> {
-    if datapath.attach_mode == AttachMode::Netlink {
+    if datapath.attach_mode.for_hook(hook) == AttachMode::Netlink {
         let ifindexes = if hook == FROM_CONTAINER {
             datapath.iface_indexes()?
         } else {
@@ -205,7 +243,7 @@ fn adopt_hook(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> 
             let program = datapath.classifier(hook.program)?;
             attach_netlink(program, hook, &ifname)?;
         }
-        return Ok(());
+        return convert_links(datapath, hook);
     }
     let dir = datapath.links_dir(hook);
     for ifname in datapath.attached(hook)? {
@@ -221,6 +259,62 @@ fn adopt_hook(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> 
         }
     }
     Ok(())
+}
+
+/// TCX links a previous agent pinned in TCX mode, now that `hook` is attached by netlink tc:
+/// a TCX program runs before any tc filter, so the old program would keep deciding. Each
+/// interface gets the filter first, then its link pin goes (which detaches the link): no
+/// moment without the program.
+fn convert_links(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> {
+    let dir = datapath.links_dir(hook);
+    for ifname in datapath.attached(hook)? {
+        let path = dir.join(&ifname);
+        if nix::net::if_::if_nametoindex(ifname.as_str()).is_ok() {
+            let program = datapath.classifier(hook.program)?;
+            attach_netlink(program, hook, &ifname)?;
+            info!(
+                ifname,
+                program = hook.program,
+                "TCX link replaced by a netlink tc filter"
+            );
+        }
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => return Err(DatapathError::Pin { path, source }),
+        }
+    }
+    Ok(())
+}
+
+/// Attach `program` to `ifname` by a new TCX link. A link of the same program whose last
+/// reference just went (its pin removed) is released by the kernel a moment later, from a work
+/// queue: until then the attach is refused with EEXIST, so it is retried for up to a second.
+fn attach_tcx(
+    program: &mut SchedClassifier,
+    hook: Hook,
+    ifname: &str,
+) -> Result<tc::SchedClassifierLinkId, DatapathError> {
+    const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    loop {
+        let attached = program.attach_with_options(
+            ifname,
+            hook.attach_type,
+            TcAttachOptions::TcxOrder(LinkOrder::default()),
+        );
+        match attached {
+            Err(aya::programs::ProgramError::SyscallError(e))
+                if e.io_error.raw_os_error() == Some(libc::EEXIST)
+                    && started.elapsed() < RELEASE_WAIT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => {
+                return other.map_err(|source| program_error(hook, "attaching", ifname, source));
+            }
+        }
+    }
 }
 
 /// Point the pinned link at `program`. `Ok(false)`: the link is defunct (interface deleted).

@@ -21,7 +21,7 @@ pub static ELF: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/w
 pub struct DatapathConfig {
     /// bpffs directory for maps (`<dir>/<map>`) and links (`<dir>/links/...`).
     pub pin_dir: PathBuf,
-    /// TCX or netlink tc (`Auto`: by kernel version).
+    /// TCX or netlink tc (`Auto`: netlink tc on pod veths, TCX on native devices from 6.6).
     pub attach_mode: AttachMode,
 }
 
@@ -57,7 +57,7 @@ impl Datapath {
         let mut datapath = Self {
             ebpf: load_object(&pin_dir)?,
             pin_dir,
-            attach_mode: config.attach_mode.resolve(),
+            attach_mode: config.attach_mode,
         };
         for hook in attach::HOOKS {
             datapath.load_program(hook.program)?;
@@ -86,7 +86,7 @@ impl Datapath {
         Ok(Self {
             ebpf: load_object(&pin_dir)?,
             pin_dir,
-            attach_mode: config.attach_mode.resolve(),
+            attach_mode: config.attach_mode,
         })
     }
 
@@ -96,7 +96,7 @@ impl Datapath {
         &self.pin_dir
     }
 
-    /// How programs are attached (`Auto` already resolved for this kernel).
+    /// How programs are attached, as configured ([`AttachMode::for_hook`] decides per hook).
     #[must_use]
     pub const fn attach_mode(&self) -> AttachMode {
         self.attach_mode

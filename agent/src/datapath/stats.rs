@@ -19,7 +19,11 @@ use aya::{
 };
 use serde::Serialize;
 
-use super::{AttachMode, CounterRow, DatapathError, attach::HOOKS, endpoints::map_err};
+use super::{
+    AttachMode, CounterRow, DatapathError,
+    attach::{HOOKS, Hook},
+    endpoints::map_err,
+};
 
 /// Entries of one pinned map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -96,11 +100,11 @@ pub fn read_stats(pin_dir: &Path, attach_mode: AttachMode) -> Result<DatapathSta
             capacity: info.max_entries(),
         });
     }
-    stats.attachments = if attach_mode == AttachMode::Netlink {
-        netlink_attachments(pin_dir)?
-    } else {
-        link_attachments(pin_dir)?
-    };
+    let (netlink, tcx): (Vec<Hook>, Vec<Hook>) = HOOKS
+        .into_iter()
+        .partition(|hook| attach_mode.for_hook(*hook) == AttachMode::Netlink);
+    stats.attachments = netlink_attachments(pin_dir, &netlink)?;
+    stats.attachments.extend(link_attachments(pin_dir, &tcx)?);
     Ok(stats)
 }
 
@@ -150,9 +154,12 @@ fn counters(path: &Path) -> Result<Vec<CounterRow>, DatapathError> {
 }
 
 /// TCX: one link pin per attachment at `<pin_dir>/links/<program>/<ifname>`.
-fn link_attachments(pin_dir: &Path) -> Result<Vec<ProgramAttachment>, DatapathError> {
+fn link_attachments(
+    pin_dir: &Path,
+    hooks: &[Hook],
+) -> Result<Vec<ProgramAttachment>, DatapathError> {
     let mut out = Vec::new();
-    for hook in HOOKS {
+    for hook in hooks {
         let dir: PathBuf = pin_dir.join("links").join(hook.program);
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -178,7 +185,10 @@ fn link_attachments(pin_dir: &Path) -> Result<Vec<ProgramAttachment>, DatapathEr
 
 /// Netlink tc: the maps are the record (`from_container` on every interface of the interfaces
 /// map, `to_netdev` and `from_netdev` on every native device).
-fn netlink_attachments(pin_dir: &Path) -> Result<Vec<ProgramAttachment>, DatapathError> {
+fn netlink_attachments(
+    pin_dir: &Path,
+    hooks: &[Hook],
+) -> Result<Vec<ProgramAttachment>, DatapathError> {
     let keys = |name: &'static str| -> Result<Vec<u32>, DatapathError> {
         let path = pin_dir.join(name);
         if !path.exists() {
@@ -205,7 +215,7 @@ fn netlink_attachments(pin_dir: &Path) -> Result<Vec<ProgramAttachment>, Datapat
         )
     };
     let mut out = Vec::new();
-    for hook in HOOKS {
+    for hook in hooks {
         let map = if hook.program == maps::PROG_FROM_CONTAINER {
             maps::IFACES
         } else {

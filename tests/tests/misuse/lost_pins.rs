@@ -137,3 +137,59 @@ fn a_bpffs_that_goes_with_the_agent_is_named_with_the_fix() {
         "the agent must warn that its own bpffs goes with it, and name the fix:\n{log}"
     );
 }
+
+/// The default attach mode changed: pods' `from_container` is a netlink tc filter under
+/// `auto`, where an agent in TCX mode pinned TCX links. A TCX program runs before any filter,
+/// so a link left in place would keep the old program deciding: the new agent puts the filter
+/// on each veth, then drops the link.
+#[test]
+fn an_agent_in_auto_mode_replaces_the_tcx_links_of_an_agent_in_tcx_mode() {
+    weft_tests::require_root();
+    let _node = ThreadNetNs::new();
+    let mut agent = Agent::new(
+        &example_store(),
+        &["--ipam", "multi-pool", "--attach-mode", "tcx"],
+    );
+    agent.start();
+    let a = add(&agent, "default", "web");
+    let b = add(&agent, "default", "db");
+    let links = agent.pin_dir.join("links/from_container");
+    let pinned = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .map(|e| {
+                        e.expect("dir entry")
+                            .file_name()
+                            .to_string_lossy()
+                            .into_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let veths = pinned(&links);
+    assert_eq!(veths.len(), 2, "TCX mode pins a link per pod");
+
+    agent.stop();
+    agent.flags.retain(|f| f != "--attach-mode" && f != "tcx");
+    agent.start();
+    assert_eq!(
+        pinned(&links),
+        Vec::<String>::new(),
+        "TCX links left under {}:\n{}",
+        links.display(),
+        agent.log()
+    );
+    for veth in &veths {
+        let out = weft_tests::run(
+            std::process::Command::new("tc").args(["filter", "show", "dev", veth, "ingress"]),
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("from_container"),
+            "no from_container filter on {veth}: {text}"
+        );
+    }
+    assert_wired_by(&agent.pin_dir, &a, &b, "after the switch", &|| agent.log());
+}
