@@ -1,4 +1,5 @@
-//! `weft-agent run`: ties the store, IPAM and the datapath together and serves `weft-cni`.
+//! `weft-agent run`: the composition root. It picks the store (`node_store`: the embedded
+//! store or the Kubernetes API), ties it, IPAM and the datapath together and serves `weft-cni`.
 //!
 //! Start-up: load the datapath (adopting pins), open the store, resolve the configuration
 //! (file, then CiliumNodeConfig for this node, then flags), restore every endpoint record's
