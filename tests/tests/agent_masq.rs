@@ -392,3 +392,71 @@ fn only_masquerade_default_pool_keeps_other_pools_addresses() {
         );
     }
 }
+
+/// weft's per-pool exclusions: pool `mars` (no skip-masquerade) annotated
+/// `weft.io/non-masquerade-cidrs` with the external host's network keeps its pods' addresses
+/// towards it, while the default pool's pod is masqueraded to the same host; without the
+/// annotation the mars pod is masqueraded too (the same store otherwise).
+#[test]
+fn a_pool_annotation_excludes_its_destinations_from_masquerading() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let ext = External::new(&["10.200.0.0/16", "10.201.0.0/16"]);
+    let plain = std::fs::read_to_string(example_store().join("ciliumpodippools/mars.yaml"))
+        .expect("mars pool")
+        .replace(
+            "ipam.cilium.io/skip-masquerade: \"true\"",
+            "example.com/owner: mars",
+        );
+    let annotated = plain.replace(
+        "example.com/owner: mars",
+        &format!(
+            "example.com/owner: mars\n    {}: \"not-a-cidr, {}/24\"",
+            weft_agent::daemon::NON_MASQUERADE_CIDRS,
+            weft_tests::external::EXT_IP
+        ),
+    );
+    for (doc, excluded, port) in [(&plain, false, 7400), (&annotated, true, 7401)] {
+        let mut agent = Agent::new(
+            &example_store(),
+            &[
+                "--ipam",
+                "multi-pool",
+                "--ipam-multi-pool-pre-allocation",
+                "default=8,mars=4",
+                "--enable-bpf-masquerade",
+                "true",
+                "--devices",
+                NODE_DEV,
+            ],
+        );
+        agent.put_doc("ciliumpodippools/mars.yaml", doc);
+        agent.start();
+        let web = add(&agent, "default", "web");
+        let rover = add(&agent, "mars", "rover");
+        assert_eq!(
+            ext.tcp_peer(&web.netns.path(), port),
+            IpAddr::V4(NODE_IP),
+            "annotated={excluded}: the default pool is masqueraded"
+        );
+        let want = if excluded {
+            rover.v4
+        } else {
+            IpAddr::V4(NODE_IP)
+        };
+        assert_eq!(
+            ext.tcp_peer(&rover.netns.path(), port + 100),
+            want,
+            "annotated={excluded}: pool mars towards {}\n{}",
+            weft_tests::external::EXT_IP,
+            agent.log()
+        );
+        if excluded {
+            assert!(
+                agent.log().contains("not-a-cidr"),
+                "the bad entry is reported:\n{}",
+                agent.log()
+            );
+        }
+    }
+}

@@ -20,6 +20,7 @@ mod node_store;
 mod observe;
 mod ops;
 mod pool_ids;
+mod pool_masq;
 mod queue;
 mod records;
 mod remote;
@@ -45,6 +46,7 @@ use tracing::{info, warn};
 pub use self::{
     node_store::NodeStore,
     pool_ids::POOL_IDS_FILE,
+    pool_masq::NON_MASQUERADE_CIDRS,
     records::{EndpointRecord, RECORDS_DIR, RecordAddr, RecordError, Records},
     router::{ROUTER_FILE, ROUTER_OWNER},
     sanity::{CheckError, MODE_FILE},
@@ -395,6 +397,7 @@ impl Daemon {
         );
         startup::finish_restore(&mut state, &self.opts, &self.records);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
+        pool_masq::sync(&mut state, &snapshot.pools, &self.config.default_pool);
         let own_ips: std::collections::BTreeSet<IpAddr> =
             netdev::host_ips(&state, snapshot.own_node())
                 .into_iter()
