@@ -6,9 +6,9 @@
 //! reference `bridge` plugin with `host-local` IPAM, in these scenarios: sequential ADDs,
 //! ADDs issued by several threads at once (and the wall time of that batch), sequential DELs,
 //! and sequential ADDs on a node that already holds `--crowd` pods (per-ADD work that grows
-//! with the pods on the node shows as a ratio to the empty node). weft runs twice, attaching
-//! `from_container` by TCX and by netlink tc filters, and the agent's log gives the p50 of
-//! each ADD phase. Each setup lives in its own private node namespace on its own thread
+//! with the pods on the node shows as a ratio to the empty node). weft runs twice: as installed
+//! (`--attach-mode auto`, netlink tc filters on pod veths) and with `--attach-mode tcx`; the
+//! agent's log gives the p50 of each ADD phase. Each setup lives in its own private node namespace on its own thread
 //! (processes it spawns inherit that namespace); pods are named namespaces created before the
 //! timed part. One untimed ADD per setup warms it up (the bridge plugin creates its bridge,
 //! the agent its first veth). Every ADD must succeed and hand out a distinct address.
@@ -82,8 +82,8 @@ struct Latencies {
     phases: BTreeMap<String, Vec<Duration>>,
 }
 
-/// Measure CNI latency through the bridge plugin, then through weft (TCX, then netlink
-/// attachment), and print the tables on stdout; progress goes to stderr.
+/// Measure CNI latency through the bridge plugin, then through weft (as installed, then with
+/// TCX attachment), and print the tables on stdout; progress goes to stderr.
 ///
 /// # Errors
 /// Missing plugins or binaries, a setup step, or any ADD or DEL that fails; everything
@@ -96,9 +96,9 @@ pub fn run_cni(opts: &CniOptions) -> Result<()> {
     );
     preflight()?;
     let bridge = on_node_thread("bridge", opts, Bridge::new)?;
-    let weft = on_node_thread("weft", opts, Weft::tcx)?;
-    let netlink = on_node_thread("weft netlink-attach", opts, Weft::netlink)?;
-    report::print(opts, &bridge, &weft, &netlink);
+    let weft = on_node_thread("weft", opts, Weft::auto)?;
+    let tcx = on_node_thread("weft tcx-attach", opts, Weft::tcx)?;
+    report::print(opts, &bridge, &weft, &tcx);
     Ok(())
 }
 

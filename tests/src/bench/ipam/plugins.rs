@@ -57,14 +57,14 @@ pub(super) struct Weft {
 }
 
 impl Weft {
-    /// The agent with the TCX attachment (`auto` on this kernel).
-    pub(super) fn tcx(opts: &CniOptions) -> Result<Self> {
-        Self::new(opts, "tcx")
+    /// The agent as installed (`--attach-mode auto`: netlink tc filters on pod veths).
+    pub(super) fn auto(opts: &CniOptions) -> Result<Self> {
+        Self::new(opts, "auto")
     }
 
-    /// The agent attaching through netlink tc filters (`--attach-mode netlink`).
-    pub(super) fn netlink(opts: &CniOptions) -> Result<Self> {
-        Self::new(opts, "netlink")
+    /// The agent attaching pods by TCX links (`--attach-mode tcx`).
+    pub(super) fn tcx(opts: &CniOptions) -> Result<Self> {
+        Self::new(opts, "tcx")
     }
 
     /// Start the agent with the bigger node document and a Pod document for every pod name

@@ -1,13 +1,13 @@
 //! The tables `bench ipam` prints: per scenario p50 and p99 of the bridge plugin and of weft
-//! with ratios, the batch wall time of the concurrent scenario, weft's TCX against netlink
-//! attachment, and the p50 of each ADD phase.
+//! with ratios, the batch wall time of the concurrent scenario, weft as installed against TCX
+//! attachment of pods, and the p50 of each ADD phase.
 
 use std::time::Duration;
 
 use super::{CniOptions, Latencies, ms, percentile};
 
 /// Print every table on stdout.
-pub(super) fn print(opts: &CniOptions, bridge: &Latencies, weft: &Latencies, netlink: &Latencies) {
+pub(super) fn print(opts: &CniOptions, bridge: &Latencies, weft: &Latencies, tcx: &Latencies) {
     let threads = opts.concurrency.min(opts.pods);
     println!(
         "CNI latency, ms: wall-clock of one plugin process; {} operations per scenario, after 1 \
@@ -87,25 +87,25 @@ pub(super) fn print(opts: &CniOptions, bridge: &Latencies, weft: &Latencies, net
         ms(percentile(&weft.crowded, 50)) / ms(percentile(&weft.sequential, 50))
     );
     println!();
-    attach_modes(weft, netlink);
+    attach_modes(weft, tcx);
     println!();
     phases(weft);
 }
 
-/// weft's TCX attachment against netlink tc filters, p50 per scenario.
-fn attach_modes(tcx: &Latencies, netlink: &Latencies) {
+/// weft's pods attached by netlink tc filters (`auto`) against TCX links, p50 per scenario.
+fn attach_modes(netlink: &Latencies, tcx: &Latencies) {
     println!(
-        "weft attach mode, p50 ms:{:>15}{:>10}{:>15}",
-        "tcx", "netlink", "netlink/tcx"
+        "weft pod attach, p50 ms:{:>16}{:>10}{:>15}",
+        "auto (tc)", "tcx", "tcx/auto"
     );
     let rows: [(&str, &[Duration], &[Duration]); 3] = [
-        ("ADD sequential", &tcx.sequential, &netlink.sequential),
-        ("ADD concurrent", &tcx.concurrent, &netlink.concurrent),
-        ("DEL sequential", &tcx.del, &netlink.del),
+        ("ADD sequential", &netlink.sequential, &tcx.sequential),
+        ("ADD concurrent", &netlink.concurrent, &tcx.concurrent),
+        ("DEL sequential", &netlink.del, &tcx.del),
     ];
-    for (scenario, tcx, netlink) in rows {
-        let (t, n) = (ms(percentile(tcx, 50)), ms(percentile(netlink, 50)));
-        println!("  {scenario:<23}{t:>15.2}{n:>10.2}{:>14.2}x", n / t);
+    for (scenario, netlink, tcx) in rows {
+        let (n, t) = (ms(percentile(netlink, 50)), ms(percentile(tcx, 50)));
+        println!("  {scenario:<23}{n:>16.2}{t:>10.2}{:>14.2}x", t / n);
     }
 }
 
