@@ -278,6 +278,9 @@ impl Daemon {
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {
             self.unwire(&record.host_ifname, &addrs).await;
+            // The intent must not outlive the release: a start-up would purge the addresses'
+            // entries, by then perhaps another pod's.
+            let _ = self.records.remove(&pod.container_id, &pod.ifname);
             return Err(record_failed(v, &e));
         }
         Ok(result)
