@@ -186,7 +186,13 @@ impl Datapath {
         if self.attach_mode.for_hook(hook) == AttachMode::Netlink {
             return match tc::qdisc_detach_program(ifname, hook.attach_type, hook.program) {
                 Ok(()) => Ok(true),
-                Err(TcError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                // No filter, or no interface any more (the filter went with it).
+                Err(TcError::IoError(e))
+                    if e.kind() == io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ENODEV) =>
+                {
+                    Ok(false)
+                }
                 Err(source) => Err(program_error(hook, "detaching", ifname, source.into())),
             };
         }
@@ -235,13 +241,22 @@ fn adopt_hook(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> 
             datapath.netdev_indexes()?
         };
         for ifindex in ifindexes {
-            let Ok(ifname) = nix::net::if_::if_indextoname(ifindex) else {
+            let ifname = nix::net::if_::if_indextoname(ifindex)
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if ifname.is_empty() {
                 info!(ifindex, "interface gone; nothing to re-attach");
                 continue;
-            };
-            let ifname = ifname.to_string_lossy().into_owned();
+            }
             let program = datapath.classifier(hook.program)?;
-            attach_netlink(program, hook, &ifname)?;
+            match attach_netlink(program, hook, &ifname) {
+                Ok(()) => {}
+                // Gone since it was looked up (a pod deleted meanwhile).
+                Err(_) if nix::net::if_::if_nametoindex(ifname.as_str()).is_err() => {
+                    info!(ifname, "interface gone; nothing to re-attach");
+                }
+                Err(error) => return Err(error),
+            }
         }
         return convert_links(datapath, hook);
     }

@@ -113,7 +113,11 @@ fn links(pin_dir: &Path) -> BTreeSet<(String, u64, u64)> {
 fn bpf_commands_leave_a_running_agents_programs_and_links_as_they_are() {
     require_root();
     let _node = ThreadNetNs::new();
-    let mut agent = Agent::new(&example_store(), &["--ipam", "multi-pool"]);
+    // TCX: the pods' links are pinned, so there are links to leave as they are.
+    let mut agent = Agent::new(
+        &example_store(),
+        &["--ipam", "multi-pool", "--attach-mode", "tcx"],
+    );
     agent.start();
     agent.wait_ready(Duration::from_secs(20));
     let _pod = add(&agent, "default", "web");
