@@ -66,6 +66,9 @@ use crate::{
     store::{Snapshot, Store},
 };
 
+/// How long the loop lets CNI operations pile up before the sync they asked for.
+const SYNC_COALESCE: Duration = Duration::from_millis(50);
+
 /// Where the agent reads the cluster from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreSource {
@@ -319,7 +322,11 @@ impl Daemon {
                         break;
                     }
                 }
-                () = daemon.sync_wanted.notified() => {}
+                () = daemon.sync_wanted.notified() => {
+                    // A burst of ADDs and DELs is one sync (its dumps of the node's links,
+                    // addresses and routes grow with the pods): let it settle.
+                    tokio::time::sleep(SYNC_COALESCE).await;
+                }
                 () = notified(masq_file.as_deref()) => {
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                     continue;
