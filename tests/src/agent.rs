@@ -43,6 +43,27 @@ pub struct Agent {
     base: PathBuf,
 }
 
+/// `node1` with a /24 in the multi-pool default pool (the example store's /27 is too small for
+/// tens of pods and the router).
+pub const NODE1_WITH_A_24: &str = "\
+apiVersion: cilium.io/v2
+kind: CiliumNode
+metadata:
+  name: node1
+  labels:
+    kubernetes.io/hostname: node1
+spec:
+  addresses:
+  - type: InternalIP
+    ip: 192.0.2.10
+  ipam:
+    pools:
+      allocated:
+      - pool: default
+        cidrs:
+        - 10.200.0.0/24
+";
+
 /// The result of one `weft-cni` call.
 #[derive(Debug)]
 pub struct CniCall {

@@ -341,6 +341,51 @@ fn agent_masquerades_ipv6_when_enabled() {
     }
 }
 
+/// The example store's `mars` pool without its skip-masquerade annotation (so only what a test
+/// adds decides whether its pods are masqueraded).
+fn plain_mars_pool() -> String {
+    std::fs::read_to_string(example_store().join("ciliumpodippools/mars.yaml"))
+        .expect("mars pool")
+        .replace(
+            "ipam.cilium.io/skip-masquerade: \"true\"",
+            "example.com/owner: mars",
+        )
+}
+
+/// A multi-pool agent masquerading through `NODE_DEV` with `mars` as given and `extra` flags:
+/// asserts the default pool's `web` reaches the external host as the node, and returns the
+/// address the external host saw from `mars/rover` and rover's own address, and the agent.
+fn rover_seen_by_the_external_host(
+    ext: &External,
+    mars: &str,
+    extra: &[&str],
+    port: u16,
+) -> (IpAddr, IpAddr, Agent) {
+    let mut flags = vec![
+        "--ipam",
+        "multi-pool",
+        "--ipam-multi-pool-pre-allocation",
+        "default=8,mars=4",
+        "--enable-bpf-masquerade",
+        "true",
+        "--devices",
+        NODE_DEV,
+    ];
+    flags.extend(extra);
+    let mut agent = Agent::new(&example_store(), &flags);
+    agent.put_doc("ciliumpodippools/mars.yaml", mars);
+    agent.start();
+    let web = add(&agent, "default", "web");
+    let rover = add(&agent, "mars", "rover");
+    assert_eq!(
+        ext.tcp_peer(&web.netns.path(), port),
+        IpAddr::V4(NODE_IP),
+        "{extra:?}: the default pool is masqueraded"
+    );
+    let seen = ext.tcp_peer(&rover.netns.path(), port + 100);
+    (seen, rover.v4, agent)
+}
+
 /// `--only-masquerade-default-pool`: a pod of a pool that does not skip masquerading keeps its
 /// address when the flag is set, and is masqueraded when it is not (the same store, so the flag
 /// is what decides).
@@ -349,45 +394,22 @@ fn only_masquerade_default_pool_keeps_other_pools_addresses() {
     require_root();
     let _node = ThreadNetNs::new();
     let ext = External::new(&["10.200.0.0/16", "10.201.0.0/16"]);
-    let mars = std::fs::read_to_string(example_store().join("ciliumpodippools/mars.yaml"))
-        .expect("mars pool")
-        .replace(
-            "ipam.cilium.io/skip-masquerade: \"true\"",
-            "example.com/owner: mars",
-        );
+    let mars = plain_mars_pool();
     for (only_default, port) in [(false, 7300), (true, 7301)] {
-        let mut agent = Agent::new(
-            &example_store(),
-            &[
-                "--ipam",
-                "multi-pool",
-                "--ipam-multi-pool-pre-allocation",
-                "default=8,mars=4",
-                "--enable-bpf-masquerade",
-                "true",
-                "--devices",
-                NODE_DEV,
-                "--only-masquerade-default-pool",
-                if only_default { "true" } else { "false" },
-            ],
-        );
-        agent.put_doc("ciliumpodippools/mars.yaml", &mars);
-        agent.start();
-        let web = add(&agent, "default", "web");
-        let rover = add(&agent, "mars", "rover");
-        assert_eq!(
-            ext.tcp_peer(&web.netns.path(), port),
-            IpAddr::V4(NODE_IP),
-            "only-masquerade-default-pool={only_default}: the default pool is masqueraded"
+        let flag = if only_default { "true" } else { "false" };
+        let (seen, rover, _agent) = rover_seen_by_the_external_host(
+            &ext,
+            &mars,
+            &["--only-masquerade-default-pool", flag],
+            port,
         );
         let want = if only_default {
-            rover.v4
+            rover
         } else {
             IpAddr::V4(NODE_IP)
         };
         assert_eq!(
-            ext.tcp_peer(&rover.netns.path(), port + 100),
-            want,
+            seen, want,
             "only-masquerade-default-pool={only_default}: pool mars (no skip-masquerade)"
         );
     }
@@ -402,12 +424,7 @@ fn a_pool_annotation_excludes_its_destinations_from_masquerading() {
     require_root();
     let _node = ThreadNetNs::new();
     let ext = External::new(&["10.200.0.0/16", "10.201.0.0/16"]);
-    let plain = std::fs::read_to_string(example_store().join("ciliumpodippools/mars.yaml"))
-        .expect("mars pool")
-        .replace(
-            "ipam.cilium.io/skip-masquerade: \"true\"",
-            "example.com/owner: mars",
-        );
+    let plain = plain_mars_pool();
     let annotated = plain.replace(
         "example.com/owner: mars",
         &format!(
@@ -417,35 +434,10 @@ fn a_pool_annotation_excludes_its_destinations_from_masquerading() {
         ),
     );
     for (doc, excluded, port) in [(&plain, false, 7400), (&annotated, true, 7401)] {
-        let mut agent = Agent::new(
-            &example_store(),
-            &[
-                "--ipam",
-                "multi-pool",
-                "--ipam-multi-pool-pre-allocation",
-                "default=8,mars=4",
-                "--enable-bpf-masquerade",
-                "true",
-                "--devices",
-                NODE_DEV,
-            ],
-        );
-        agent.put_doc("ciliumpodippools/mars.yaml", doc);
-        agent.start();
-        let web = add(&agent, "default", "web");
-        let rover = add(&agent, "mars", "rover");
+        let (seen, rover, agent) = rover_seen_by_the_external_host(&ext, doc, &[], port);
+        let want = if excluded { rover } else { IpAddr::V4(NODE_IP) };
         assert_eq!(
-            ext.tcp_peer(&web.netns.path(), port),
-            IpAddr::V4(NODE_IP),
-            "annotated={excluded}: the default pool is masqueraded"
-        );
-        let want = if excluded {
-            rover.v4
-        } else {
-            IpAddr::V4(NODE_IP)
-        };
-        assert_eq!(
-            ext.tcp_peer(&rover.netns.path(), port + 100),
+            seen,
             want,
             "annotated={excluded}: pool mars towards {}\n{}",
             weft_tests::external::EXT_IP,

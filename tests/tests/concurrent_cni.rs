@@ -9,28 +9,10 @@ use std::{
 
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
-    agent::{Agent, Pod, add, del, example_store, ips_of, ping},
+    agent::{Agent, NODE1_WITH_A_24, Pod, add, del, example_store, ips_of, ping},
     containerd::{pinned_endpoints, pinned_ifaces},
     require_root,
 };
-
-/// Multi-pool, IPv4, one /24 in the default pool (the example store's /27 is too small).
-const NODE_DOC: &str = "\
-apiVersion: cilium.io/v2
-kind: CiliumNode
-metadata:
-  name: node1
-spec:
-  addresses:
-  - type: InternalIP
-    ip: 192.0.2.10
-  ipam:
-    pools:
-      allocated:
-      - pool: default
-        cidrs:
-        - 10.200.0.0/24
-";
 
 fn agent() -> Agent {
     let mut agent = Agent::new(
@@ -44,7 +26,7 @@ fn agent() -> Agent {
             "default=8",
         ],
     );
-    agent.put_doc("ciliumnodes/node1.yaml", NODE_DOC);
+    agent.put_doc("ciliumnodes/node1.yaml", NODE1_WITH_A_24);
     // Multi-pool selection reads each pod.
     let names = (0..20).map(|i| format!("p{i}"));
     for name in names.chain(["web".to_owned()]) {

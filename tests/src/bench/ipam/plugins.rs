@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::{CniOptions, Plugin, PodNs, first_ipv4};
 use crate::{
-    agent::{Agent, example_store},
+    agent::{Agent, NODE1_WITH_A_24, example_store},
     unique,
 };
 
@@ -29,26 +29,6 @@ const AGENT_FLAGS: [&str; 8] = [
     "--ipam-cilium-node-update-rate",
     "1s",
 ];
-
-/// The example store's default pool has one /27: too small for the scenarios and the router.
-const NODE_DOC: &str = "\
-apiVersion: cilium.io/v2
-kind: CiliumNode
-metadata:
-  name: node1
-  labels:
-    kubernetes.io/hostname: node1
-spec:
-  addresses:
-  - type: InternalIP
-    ip: 192.0.2.10
-  ipam:
-    pools:
-      allocated:
-      - pool: default
-        cidrs:
-        - 10.200.0.0/24
-";
 
 /// weft: a `weft-agent` in multi-pool mode (one /24 in the default pool), driven by
 /// `weft-cni`. Dropping it stops the agent and removes its directories and pins.
@@ -77,7 +57,7 @@ impl Weft {
         let mut flags = AGENT_FLAGS.to_vec();
         flags.extend(["--attach-mode", attach_mode]);
         let mut agent = Agent::new(&example_store(), &flags);
-        agent.put_doc("ciliumnodes/node1.yaml", NODE_DOC);
+        agent.put_doc("ciliumnodes/node1.yaml", NODE1_WITH_A_24);
         for name in super::pod_names(opts) {
             let doc = format!(
                 "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n\
