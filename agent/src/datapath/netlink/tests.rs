@@ -8,6 +8,7 @@ use nix::sched::CloneFlags;
 use serde_json::Value;
 
 use super::*;
+use crate::datapath::netns::NetNsError;
 
 /// Runs `test` on a fresh thread whose netns is private (the "node"), on
 /// a current-thread runtime, so tests never touch the root netns.
