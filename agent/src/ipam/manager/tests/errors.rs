@@ -69,12 +69,7 @@ fn an_exhausted_crd_pool_keeps_the_allocators_error() {
 #[test]
 fn an_exhausted_host_scope_range_keeps_the_allocators_error() {
     let mut m = IpamManager::new(config(IpamMode::ClusterPool, false)).expect("manager");
-    let mut node = CiliumNode::new("n1");
-    node.spec.ipam = Some(IpamSpec {
-        pod_cidrs: vec!["10.4.0.0/30".parse().expect("cidr")],
-        ..IpamSpec::default()
-    });
-    m.observe_node(Some(&node));
+    m.observe_node(Some(&host_scope_node("10.4.0.0/30")));
     let err = exhaust(&mut m, &[]);
     let AllocatorError::HostScope(range @ HostScopeError::Full { .. }) = allocator_source(&err)
     else {
@@ -119,12 +114,7 @@ fn a_failed_pool_selection_keeps_the_selection_error() {
 #[test]
 fn an_unrestorable_address_keeps_the_allocators_refusal() {
     let mut m = IpamManager::new(config(IpamMode::ClusterPool, false)).expect("manager");
-    let mut node = CiliumNode::new("n1");
-    node.spec.ipam = Some(IpamSpec {
-        pod_cidrs: vec!["10.4.0.0/24".parse().expect("cidr")],
-        ..IpamSpec::default()
-    });
-    m.observe_node(Some(&node));
+    m.observe_node(Some(&host_scope_node("10.4.0.0/24")));
     let err = m
         .restore(
             "10.9.0.1".parse().expect("ip"),

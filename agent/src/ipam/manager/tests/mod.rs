@@ -51,6 +51,16 @@ fn multi_node(cidrs: &[&str]) -> CiliumNode {
     node
 }
 
+/// A node of a host-scope mode (cluster-pool, kubernetes) with one pod CIDR.
+fn host_scope_node(cidr: &str) -> CiliumNode {
+    let mut node = CiliumNode::new("n1");
+    node.spec.ipam = Some(IpamSpec {
+        pod_cidrs: vec![cidr.parse().expect("cidr")],
+        ..IpamSpec::default()
+    });
+    node
+}
+
 fn crd_node(ips: &[&str]) -> CiliumNode {
     let mut node = CiliumNode::new("n1");
     node.spec.ipam = Some(IpamSpec {
@@ -220,12 +230,7 @@ fn delegated_plugin_allocates_nothing() {
 #[test]
 fn usage_of_a_host_scope_node_reads_like_cilium_status() {
     let mut m = IpamManager::new(config(IpamMode::ClusterPool, false)).expect("manager");
-    let mut node = CiliumNode::new("n1");
-    node.spec.ipam = Some(IpamSpec {
-        pod_cidrs: vec!["10.4.0.0/24".parse().expect("cidr")],
-        ..IpamSpec::default()
-    });
-    m.observe_node(Some(&node));
+    m.observe_node(Some(&host_scope_node("10.4.0.0/24")));
     let mut rng = fastrand::Rng::with_seed(5);
     let now = Instant::now();
     for owner in ["router", "default/a", "default/b"] {
@@ -454,12 +459,7 @@ fn a_failed_restore_says_whether_to_wait_or_give_up() {
         .restore(ip("10.2.0.5"), "a", "default", now)
         .expect_err("no CIDR");
     assert!(waits(&err), "{err}");
-    let mut node = CiliumNode::new("n1");
-    node.spec.ipam = Some(IpamSpec {
-        pod_cidrs: vec!["10.3.0.0/24".parse().expect("cidr")],
-        ..IpamSpec::default()
-    });
-    m.observe_node(Some(&node));
+    m.observe_node(Some(&host_scope_node("10.3.0.0/24")));
     let err = m
         .restore(ip("10.2.0.5"), "a", "default", now)
         .expect_err("moved");
