@@ -25,10 +25,22 @@ pub enum Point {
     MapUpdate,
     /// The CiliumNode writer, right before it sends `status.ipam.used`.
     StatusWrite,
+    /// The daemon loop, woken by a change, a request or the tick, before it syncs.
+    Loop,
+    /// The daemon's sync, holding the state lock, right after it installed the store's
+    /// snapshot.
+    Sync,
 }
 
 impl Point {
-    const ALL: [Self; 4] = [Self::Veth, Self::Routes, Self::MapUpdate, Self::StatusWrite];
+    const ALL: [Self; 6] = [
+        Self::Veth,
+        Self::Routes,
+        Self::MapUpdate,
+        Self::StatusWrite,
+        Self::Loop,
+        Self::Sync,
+    ];
 
     /// The name used in `WEFT_TEST_FAULTS`.
     #[must_use]
@@ -38,6 +50,8 @@ impl Point {
             Self::Routes => "routes",
             Self::MapUpdate => "map-update",
             Self::StatusWrite => "status-write",
+            Self::Loop => "loop",
+            Self::Sync => "sync",
         }
     }
 
@@ -95,7 +109,9 @@ pub fn parse(spec: &str) -> Result<Rules, SpecError> {
         let point = Point::ALL
             .into_iter()
             .find(|p| p.name() == name)
-            .ok_or_else(|| err("unknown point (veth, routes, map-update, status-write)"))?;
+            .ok_or_else(|| {
+                err("unknown point (veth, routes, map-update, status-write, loop, sync)")
+            })?;
         let rule = &mut rules[point.index()];
         match action.split_once(':') {
             Some(("delay", ms)) => {

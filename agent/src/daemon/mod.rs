@@ -60,6 +60,7 @@ use crate::{
     },
     config::AgentConfig,
     datapath::{AttachMode, Datapath, DatapathConfig},
+    faults,
     ipam::manager::IpamManager,
     k8s::K8sError,
     metrics::{Endpoint, Metrics, MetricsError, Readiness, Refresh},
@@ -336,8 +337,11 @@ impl Daemon {
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                 }
             }
-            let snapshot = snapshots.borrow_and_update().clone();
-            daemon.sync(snapshot).await;
+            snapshots.borrow_and_update();
+            if faults::hit_async(faults::Point::Loop).await.is_err() {
+                continue; // this pass is dropped; the next change, request or tick syncs
+            }
+            daemon.sync().await;
         }
         // No socket once shutting down: the plugin queues DELs instead of finding a stale one.
         drop(socket);
@@ -371,20 +375,19 @@ impl Daemon {
         }
     }
 
-    /// Feed a snapshot to IPAM, finish restores, and queue the CiliumNode write-back; keep the
-    /// node's addresses in the IPCache. (The masquerade exclusions are re-read by their file's
-    /// watch and the tick, not here.)
-    pub(crate) async fn sync(&self, snapshot: Arc<Snapshot>) {
+    /// Feed the store's newest snapshot to IPAM, finish restores, and queue the CiliumNode
+    /// write-back; keep the node's addresses in the IPCache. (The masquerade exclusions are
+    /// re-read by their file's watch and the tick, not here.)
+    pub(crate) async fn sync(&self) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
-        // A caller may hold an older read of the embedded store than the one synced meanwhile
-        // (a CNI operation's write request racing the watch): never go back to it.
-        let snapshot = if snapshot.revision < state.snapshot.revision {
-            Arc::clone(&state.snapshot)
-        } else {
-            snapshot
-        };
+        // The snapshot is read under the state lock, never before it: two syncs side by side
+        // (the loop's and an ADD's waiting for its pod) then install reads in the order they
+        // were taken, and the state never goes back to a read without a pod already seen.
+        let snapshot = self.store.snapshots().borrow().clone();
         state.snapshot = Arc::clone(&snapshot);
+        // A test can hold the lock here (a failure injected here is only logged).
+        let _held = faults::hit_async(faults::Point::Sync).await;
         state.ipam.observe_node(snapshot.own_node());
         match networks {
             Ok(networks) => state.node_networks = networks,

@@ -3,7 +3,7 @@
 //! its attachment's lock; the state lock only for the IPAM and eBPF map steps, never across
 //! netlink.
 
-use std::{net::IpAddr, sync::Arc, time::Instant};
+use std::{net::IpAddr, time::Instant};
 
 use tracing::info;
 
@@ -253,8 +253,7 @@ impl Daemon {
         .await
         .unwrap_or(false);
         if found {
-            let latest = Arc::clone(&snapshots.borrow());
-            self.sync(latest).await;
+            self.sync().await;
         }
     }
 

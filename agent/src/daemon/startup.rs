@@ -87,8 +87,7 @@ pub(super) async fn start(
         _locks: locks,
     };
     super::queue::replay_deletes(&daemon).await;
-    let snapshot = daemon.store.snapshots().borrow().clone();
-    daemon.sync(snapshot).await;
+    daemon.sync().await;
     Ok(daemon)
 }
 

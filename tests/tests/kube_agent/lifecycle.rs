@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use weft_agent::faults::ENV;
 use weft_tests::{ThreadNetNs, kube::Verb, require_root};
 
 use super::{Cluster, DEBOUNCE, add, crd_pool, grow_demand_to_24, used, wait_for, wait_requested};
@@ -409,4 +410,61 @@ fn a_pod_waiting_for_a_block_of_its_pool_is_requested_at_once() {
             .then_some(())
             .ok_or_else(|| requested.to_string())
     });
+}
+
+/// A pod ADDed the moment it is created is found while the daemon loop's sync runs beside the
+/// one the ADD waits for. A sync used to install a snapshot read before it waited for the
+/// state lock, so the loop's, read just before the pod arrived, could land between the ADD's
+/// sync and its allocation: `resource Pod … not found`. The fault points hold the loop between
+/// waking and syncing, and every sync inside the lock, so the two overlap that way each time.
+#[test]
+fn a_pod_added_as_it_is_created_is_found_while_syncs_overlap() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-h", "", None);
+    cluster.add_pool("default", "10.99.0.0/16", 27);
+    let mut agent = cluster.agent(
+        "node-h",
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8",
+        ],
+    );
+    agent.env = vec![(ENV.to_owned(), "loop=delay:100,sync=delay:100".to_owned())];
+    agent.spawn();
+    wait_for("the CiliumNode", Duration::from_secs(20), || {
+        cluster
+            .cilium_node("node-h")
+            .map(|_| ())
+            .ok_or_else(|| "absent".into())
+    });
+    cluster.operator_edit("node-h", |n| {
+        n["spec"]["ipam"]["pools"]["allocated"] =
+            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
+    });
+    agent.wait_ready(Duration::from_secs(30));
+    let mut pods = Vec::new();
+    for i in 0..8 {
+        // The loop wakes 50 ms after an ADD asks it to sync: the next pod arrives once it has.
+        std::thread::sleep(Duration::from_millis(75));
+        let name = format!("q{i}");
+        cluster.add_pod("default", &name, "node-h");
+        let netns = weft_tests::NamedNetNs::new();
+        let call = agent.cni(
+            "ADD",
+            &format!("ctr-q{i}"),
+            &netns.path().display().to_string(),
+            ("default", &name),
+        );
+        assert_eq!(call.code, 0, "ADD {name}: {}\n{}", call.stdout, agent.log());
+        pods.push(netns);
+    }
+    let log = agent.log();
+    assert!(
+        log.contains("holding at loop") && log.contains("holding at sync"),
+        "{log}"
+    );
 }
