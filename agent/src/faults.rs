@@ -25,6 +25,8 @@ pub enum Point {
     MapUpdate,
     /// The CiliumNode writer, right before it sends `status.ipam.used`.
     StatusWrite,
+    /// The background half of a DEL (answered already), before it deletes the veth.
+    Finish,
     /// The daemon loop, woken by a change, a request or the tick, before it syncs.
     Loop,
     /// The daemon's sync, holding the state lock, right after it installed the store's
@@ -33,11 +35,12 @@ pub enum Point {
 }
 
 impl Point {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Veth,
         Self::Routes,
         Self::MapUpdate,
         Self::StatusWrite,
+        Self::Finish,
         Self::Loop,
         Self::Sync,
     ];
@@ -50,6 +53,7 @@ impl Point {
             Self::Routes => "routes",
             Self::MapUpdate => "map-update",
             Self::StatusWrite => "status-write",
+            Self::Finish => "finish",
             Self::Loop => "loop",
             Self::Sync => "sync",
         }
@@ -110,7 +114,7 @@ pub fn parse(spec: &str) -> Result<Rules, SpecError> {
             .into_iter()
             .find(|p| p.name() == name)
             .ok_or_else(|| {
-                err("unknown point (veth, routes, map-update, status-write, loop, sync)")
+                err("unknown point (veth, routes, map-update, status-write, finish, loop, sync)")
             })?;
         let rule = &mut rules[point.index()];
         match action.split_once(':') {

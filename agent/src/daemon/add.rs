@@ -86,6 +86,12 @@ impl Daemon {
             }
             Err(e) => return error(v, code::INVALID_ENV, "CNI_NETNS refused", chain(&e)),
         }
+        // The DEL of the interface this one replaces in the same sandbox may still be deleting
+        // its veth: wait for it.
+        let _pod_iface = self
+            .pod_ifaces
+            .lock_pod_iface(&pod.netns, &pod.ifname)
+            .await;
         self.wait_for_pod(pod).await;
         let mut phases = Phases::default();
         let reserved = match phases.time(Phase::Allocate, self.reserve(pod)).await {
@@ -243,6 +249,7 @@ impl Daemon {
                 .collect(),
             result: None,
             not_restored: None,
+            deleting: false,
         };
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {

@@ -1,8 +1,10 @@
 //! One lock per CNI attachment (container id, ifname): a repeated, concurrent or overlapping
 //! ADD, DEL or CHECK of the same attachment runs one at a time, while different attachments
 //! run side by side (they share only the short IPAM and datapath sections of the state lock).
-//! An entry lives while someone holds or waits for it, so the table stays as small as the
-//! number of operations in flight.
+//! The same table type, keyed by (network namespace, ifname), makes an ADD of an interface wait
+//! for the unfinished DEL of the one it replaces in that namespace (`del.rs`). An entry lives
+//! while someone holds or waits for it, so the table stays as small as the number of
+//! operations in flight.
 
 use std::{
     collections::HashMap,
@@ -44,6 +46,21 @@ impl AttachmentLocks {
     }
 
     /// Attachments locked or waited for right now.
+    /// The lock of interface `ifname` in the network namespace at `netns` (by its identity, so
+    /// two paths to one namespace are one key); `None` when `netns` cannot be read.
+    pub(crate) async fn lock_pod_iface(
+        &self,
+        netns: &std::path::Path,
+        ifname: &str,
+    ) -> Option<AttachmentGuard> {
+        use std::os::unix::fs::MetadataExt as _;
+        let id = std::fs::metadata(netns).ok()?;
+        Some(
+            self.lock(&format!("{}:{}", id.dev(), id.ino()), ifname)
+                .await,
+        )
+    }
+
     #[cfg(test)]
     fn len(&self) -> usize {
         self.table

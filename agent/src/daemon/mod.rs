@@ -13,6 +13,7 @@
 
 mod add;
 mod attachment_lock;
+mod del;
 mod identities;
 mod lock;
 mod netdev;
@@ -226,6 +227,11 @@ pub struct Daemon {
     pub(crate) sync_wanted: tokio::sync::Notify,
     /// One operation at a time per CNI attachment.
     pub(crate) attachments: attachment_lock::AttachmentLocks,
+    /// One pod interface at a time per (network namespace, ifname): an ADD waits for the
+    /// unfinished DEL of the interface it replaces.
+    pub(crate) pod_ifaces: attachment_lock::AttachmentLocks,
+    /// Where an answered DEL goes to be finished.
+    pub(crate) finisher: del::Finisher,
     /// Every metric; operations count into it, scrapes refresh it ([`Refresh`]).
     pub(crate) metrics: Arc<Metrics>,
     /// How the datapath attaches (read once, so status and scrapes need no lock).
@@ -301,6 +307,7 @@ impl Daemon {
         let socket = server::SocketFile::new(&daemon.opts.socket);
         tokio::spawn(server::serve(listener, Arc::clone(&daemon)));
         tokio::spawn(identities::run(Arc::clone(&daemon)));
+        tokio::spawn(del::finish_deletes(Arc::clone(&daemon)));
         daemon.endpoints_changed.notify_one();
         ready.set(true);
         info!(socket = %daemon.opts.socket.display(), node = %daemon.opts.node_name, "weft-agent ready");
@@ -333,6 +340,7 @@ impl Daemon {
                     continue;
                 }
                 _ = tick.tick() => {
+                    daemon.retry_finishes().await;
                     queue::replay_deletes(&daemon).await;
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                 }

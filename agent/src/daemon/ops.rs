@@ -1,13 +1,10 @@
-//! The CNI operations other than ADD (`add.rs`) as the agent performs them. DEL: unwire,
-//! release, forget; idempotent, also after the sandbox is gone. CHECK, STATUS, GC. Each takes
-//! its attachment's lock; the state lock only for the IPAM and eBPF map steps, never across
-//! netlink.
+//! The CNI operations other than ADD (`add.rs`) and DEL (`del.rs`) as the agent performs
+//! them: CHECK, STATUS, GC. Each takes its attachment's lock; the state lock only for the IPAM
+//! and eBPF map steps, never across netlink.
 
 use std::{net::IpAddr, time::Instant};
 
-use tracing::info;
-
-use super::{Daemon, EndpointRecord, NodeStore, RecordAddr, RecordError, State, chain};
+use super::{Daemon, EndpointRecord, NodeStore, RecordAddr, State, chain};
 use crate::{
     cni::{
         proto::{PodRequest, Response},
@@ -22,17 +19,6 @@ use crate::{
     metrics::Outcome,
     store::{Snapshot, Store as _},
 };
-
-/// Why an attachment could not be undone.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum ForgetError {
-    /// A map, the attachment or the veth could not be removed.
-    #[error("removing the pod's interface and datapath entries failed")]
-    Datapath(#[from] DatapathError),
-    /// The endpoint record could not be removed.
-    #[error("cannot remove the endpoint record")]
-    Record(#[from] RecordError),
-}
 
 pub(super) fn error(
     version: &str,
@@ -63,70 +49,6 @@ pub(super) fn allocation_failed(version: &str, owner: &str, node: &str, e: &Ipam
 }
 
 impl Daemon {
-    /// Unwire an attachment, release its addresses and drop its record: its map entries and
-    /// attachment by key under the state lock, its veth over netlink without it.
-    pub(super) async fn forget(&self, record: &EndpointRecord) -> Result<(), ForgetError> {
-        let addrs: Vec<IpAddr> = record.addrs.iter().map(|a| a.ip).collect();
-        self.state
-            .lock()
-            .await
-            .datapath
-            .unprogram_pod(&record.host_ifname, &addrs)?;
-        Datapath::delete_pod_iface(&record.host_ifname).await?;
-        self.release(&mut *self.state.lock().await, &record_addrs(record));
-        self.records.remove(&record.container_id, &record.ifname)?;
-        Ok(())
-    }
-
-    pub(super) async fn del(&self, pod: &PodRequest) -> Response {
-        let _attachment = self.attachments.lock(&pod.container_id, &pod.ifname).await;
-        let v = pod.cni_version.as_str();
-        let record = match self.records.get(&pod.container_id, &pod.ifname) {
-            Ok(r) => r,
-            Err(e) => {
-                return error(
-                    v,
-                    code::IO_FAILURE,
-                    "cannot read the endpoint record",
-                    chain(&e),
-                );
-            }
-        };
-        let Some(record) = record else {
-            // Unknown to weft: a veth of that name may still be left by an ADD whose record
-            // never got written; otherwise nothing to do.
-            let removed = self
-                .state
-                .lock()
-                .await
-                .datapath
-                .remove_pod(&pod.container_id, &pod.ifname)
-                .await;
-            return match removed {
-                Ok(_) => Response::Done,
-                Err(e) => error(
-                    v,
-                    code::DATAPATH_FAILED,
-                    "removing the pod's interface failed",
-                    chain(&e),
-                ),
-            };
-        };
-        match self.forget(&record).await {
-            Ok(()) => {}
-            Err(e @ ForgetError::Datapath(_)) => {
-                return error(v, code::DATAPATH_FAILED, e.to_string(), chain(&e));
-            }
-            Err(e @ ForgetError::Record(_)) => {
-                return error(v, code::IO_FAILURE, e.to_string(), chain(&e));
-            }
-        }
-        info!(container = %pod.container_id, owner = %record.owner, "DEL");
-        self.sync_wanted.notify_one();
-        self.endpoints_changed.notify_one();
-        Response::Done
-    }
-
     pub(super) async fn check(&self, pod: &PodRequest) -> Response {
         let v = pod.cni_version.as_str();
         let _attachment = self.attachments.lock(&pod.container_id, &pod.ifname).await;
@@ -300,7 +222,7 @@ impl Daemon {
 }
 
 /// The (address, pool) pairs of a record.
-fn record_addrs(record: &EndpointRecord) -> Vec<(IpAddr, String)> {
+pub(super) fn record_addrs(record: &EndpointRecord) -> Vec<(IpAddr, String)> {
     record
         .addrs
         .iter()

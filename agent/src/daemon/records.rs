@@ -1,8 +1,8 @@
 //! Endpoint records: one JSON file per CNI attachment under `<state-dir>/endpoints/`, written
-//! atomically twice per ADD (the addresses before wiring starts, the result once it is done)
-//! and removed after DEL finished. They are how a restarted agent
-//! knows which addresses are in use (so none is handed out twice) and how a repeated ADD gets
-//! the same answer.
+//! atomically twice per ADD (the addresses before wiring starts, the result once it is done),
+//! once more by DEL (marked `deleting`) and removed once DEL finished. They are how a restarted
+//! agent knows which addresses are in use (so none is handed out twice) and how a repeated ADD
+//! gets the same answer.
 
 use std::{
     fs,
@@ -48,6 +48,11 @@ pub struct EndpointRecord {
     /// `status` lists it). `None`: all were restored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_restored: Option<String>,
+    /// DEL answered (the map entries are gone and `result` is dropped) but its veth, this
+    /// record or its addresses are not yet: finished in the background, on the tick if that
+    /// failed, or at the next start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 /// The records directory.
@@ -207,6 +212,7 @@ mod tests {
             addrs: Vec::new(),
             result: None,
             not_restored: None,
+            deleting: false,
         }
     }
 

@@ -1,8 +1,8 @@
 //! What a record of the same attachment means for an ADD: a repeat of a wired attachment gets
 //! its recorded answer once its datapath is as ADD left it (bpffs may have lost its link or map
 //! entries since: the record rebuilds them); an ADD of it in another sandbox while the first
-//! lives is refused, naming both; an interrupted ADD, or one whose sandbox is gone, is undone
-//! so the ADD starts afresh.
+//! lives is refused, naming both; an interrupted ADD, an unfinished DEL, or an attachment whose
+//! sandbox is gone, is undone so the ADD starts afresh.
 
 use std::{os::unix::fs::MetadataExt as _, path::Path};
 
@@ -36,7 +36,9 @@ impl Daemon {
                 v.clone_into(&mut result.cni_version);
                 return Some(Response::Added(result));
             }
-            Ok(Some(earlier)) if another_live_sandbox(&earlier.netns, &pod.netns) => {
+            Ok(Some(earlier))
+                if !earlier.deleting && another_live_sandbox(&earlier.netns, &pod.netns) =>
+            {
                 // Another sandbox still holds this attachment: replacing it would tear down a
                 // live pod's network. Only a gone sandbox may be replaced.
                 return Some(error(

@@ -132,6 +132,7 @@ mod tests {
             }],
             result: None,
             not_restored: None,
+            deleting: false,
         }
     }
 

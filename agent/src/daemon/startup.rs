@@ -81,6 +81,8 @@ pub(super) async fn start(
         endpoints_changed: tokio::sync::Notify::new(),
         sync_wanted: tokio::sync::Notify::new(),
         attachments: super::attachment_lock::AttachmentLocks::default(),
+        pod_ifaces: super::attachment_lock::AttachmentLocks::default(),
+        finisher: super::del::Finisher::default(),
         metrics,
         attach_mode,
         started,
@@ -184,9 +186,10 @@ async fn unrestored(
     let mut out = Vec::new();
     for record in all {
         if !record.netns.exists() || record.result.is_none() {
-            // The pod vanished while the agent was down, or its ADD was interrupted (the runtime
-            // retries it): unwire; the addresses were never restored, so they are simply free.
-            info!(container = %record.container_id, finished = record.result.is_some(), "cleaning up a gone or unfinished attachment");
+            // The pod vanished while the agent was down, its ADD was interrupted (the runtime
+            // retries it) or its DEL was answered and not finished: unwire; the addresses were
+            // never restored, so they are simply free.
+            info!(container = %record.container_id, finished = record.result.is_some(), deleting = record.deleting, "cleaning up a gone or unfinished attachment");
             if let Err(error) = state
                 .datapath
                 .remove_pod(&record.container_id, &record.ifname)
