@@ -1,8 +1,8 @@
 //! CNI DEL as the agent performs it: idempotent, also after the sandbox is gone. Under the
 //! attachment's lock it removes the pod's map entries and attachment (a short section of the
 //! state lock) and marks the record `deleting`. When the sandbox is already gone (containerd
-//! deletes it before DEL), its veth went with it and DEL finishes before it answers. Otherwise
-//! it answers, and the rest, most of such a DEL's time (the kernel deleting the veth pair),
+//! deletes it before DEL), its veth went with it and DEL finishes before it answers, as a
+//! replayed queued DEL does. Otherwise it answers, and the rest, most of such a DEL's time (the kernel deleting the veth pair),
 //! finishes in the background with the attachment's lock still held: the veth, then the
 //! record, then the addresses go back to IPAM. In that order an agent
 //! stopped half-way never hands out an address twice: a marked record is finished at the next
@@ -96,8 +96,17 @@ pub(super) async fn finish_deletes(daemon: std::sync::Arc<Daemon>) {
     }
 }
 
+/// When a DEL of a live sandbox finishes deleting its veth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Finish {
+    /// After it answered (a runtime's DEL: its latency is the pod's teardown).
+    InBackground,
+    /// Before it answers (a replayed queued DEL: done before the agent is ready).
+    BeforeAnswer,
+}
+
 impl Daemon {
-    pub(super) async fn del(&self, pod: &PodRequest) -> Response {
+    pub(super) async fn del(&self, pod: &PodRequest, when: Finish) -> Response {
         let attachment = self.attachments.lock(&pod.container_id, &pod.ifname).await;
         let v = pod.cni_version.as_str();
         let record = match self.records.get(&pod.container_id, &pod.ifname) {
@@ -152,11 +161,11 @@ impl Daemon {
             _attachment: attachment,
             _pod_iface: pod_iface,
         };
-        if live {
+        if live && when == Finish::InBackground {
             self.hand_over(unfinished).await;
         } else {
             // The sandbox went first (containerd's order), and its veth with it: nothing slow
-            // is left, so finish before answering.
+            // is left. Or a replayed DEL, which no runtime waits for.
             self.finish(unfinished).await;
         }
         Response::Done

@@ -247,7 +247,7 @@ impl Handler for Daemon {
         let started = Instant::now();
         let (command, response) = match request {
             Request::Add(pod) => ("ADD", self.add(&pod).await),
-            Request::Del(pod) => ("DEL", self.del(&pod).await),
+            Request::Del(pod) => ("DEL", self.del(&pod, del::Finish::InBackground).await),
             Request::Check(pod) => ("CHECK", self.check(&pod).await),
             Request::Status { cni_version } => ("STATUS", self.status(&cni_version).await),
             Request::Gc { cni_version, valid } => ("GC", self.gc(&cni_version, &valid).await),

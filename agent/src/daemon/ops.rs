@@ -139,7 +139,7 @@ impl Daemon {
                 ifname: record.ifname,
                 ..PodRequest::default()
             };
-            if let Response::Error(e) = self.del(&pod).await {
+            if let Response::Error(e) = self.del(&pod, super::del::Finish::InBackground).await {
                 return Response::Error(e);
             }
         }

@@ -31,7 +31,7 @@ pub(super) async fn replay_deletes(daemon: &Daemon) {
             continue;
         };
         info!(container = %pod.container_id, "replaying queued DEL");
-        if let Response::Error(error) = daemon.del(&pod).await {
+        if let Response::Error(error) = daemon.del(&pod, super::del::Finish::BeforeAnswer).await {
             warn!(container = %pod.container_id, path = %path.display(), error = %error.msg, details = %error.details, "replaying a queued DEL failed; it stays queued and is retried");
             continue;
         }

@@ -11,7 +11,7 @@ use agent_common::{EndpointInfo, EndpointKey, MacAddr, maps};
 use tracing::warn;
 
 use super::{
-    Datapath, DatapathError,
+    AttachMode, Datapath, DatapathError,
     endpoints::key_of,
     ipcache::{IpcacheEntry, host_prefix},
     netlink::{self, PodIface, PodIfaceSpec},
@@ -302,9 +302,10 @@ impl Datapath {
     /// Remove what the datapath holds for the addresses of a known attachment, by key (no
     /// walk of the endpoints map): each address's endpoint and IPCache host entries, the
     /// interface entry of the veth they point at while it is still that veth's (the same MAC:
-    /// a dead veth's ifindex may belong to a new pod's by now), and `from_container` on `host`.
-    /// The addresses are the attachment's until released, so no one else's entry goes. The
-    /// veth itself is left to [`Datapath::delete_pod_iface`].
+    /// a dead veth's ifindex may belong to a new pod's by now), and a TCX `from_container`
+    /// link of `host`. The addresses are the attachment's until released, so no one else's
+    /// entry goes. The veth itself (and a netlink filter with it) is left to
+    /// [`Datapath::delete_pod_iface`].
     ///
     /// # Errors
     /// A map read or delete failed (what could be removed before it has been).
@@ -325,7 +326,12 @@ impl Datapath {
                 self.remove_iface(ifindex)?;
             }
         }
-        self.detach_from_container(host)?;
+        // A pinned TCX link outlives its interface as a pin file; a netlink tc filter goes
+        // with the veth, which every caller deletes next (sparing a DEL the RTNL round trips
+        // of a filter dump and delete while other pods' veths are being deleted).
+        if self.attach_mode.of_pods() != AttachMode::Netlink {
+            self.detach_from_container(host)?;
+        }
         Ok(())
     }
 

@@ -151,6 +151,7 @@ fn measure<P: Plugin>(name: &str, plugin: &P, opts: &CniOptions) -> Result<Laten
     let warm = Batch::new(plugin, "warm", 1);
     warm.add(1).context("warm-up ADD")?;
     warm.del_all()?;
+    plugin.settle()?;
     eprintln!(
         "bench ipam: {name}: {} sequential ADDs and DELs ...",
         opts.pods
@@ -163,6 +164,7 @@ fn measure<P: Plugin>(name: &str, plugin: &P, opts: &CniOptions) -> Result<Laten
         .map(|log| phases_of(&log[log_from.min(log.len())..]))
         .unwrap_or_default();
     let del = batch.del_all().context("sequential DELs")?;
+    plugin.settle()?;
     let threads = opts.concurrency.min(opts.pods);
     eprintln!(
         "bench ipam: {name}: {} ADDs from {threads} threads ...",
@@ -173,6 +175,7 @@ fn measure<P: Plugin>(name: &str, plugin: &P, opts: &CniOptions) -> Result<Laten
     let concurrent = batch.add(threads).context("concurrent ADDs")?;
     let concurrent_wall = started.elapsed();
     batch.del_all()?;
+    plugin.settle()?;
     eprintln!(
         "bench ipam: {name}: {} sequential ADDs beside {} pods ...",
         opts.pods, opts.crowd
@@ -235,6 +238,11 @@ trait Plugin: Sync {
     /// The agent's log, for the phases of each ADD (`None`: the plugin has none).
     fn log(&self) -> Option<String> {
         None
+    }
+    /// Wait until the work of the DELs answered so far is done, so the next scenario times
+    /// its own operations only (weft deletes a live sandbox's veth after it answers).
+    fn settle(&self) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -109,6 +109,27 @@ impl Plugin for Weft {
     fn log(&self) -> Option<String> {
         Some(self.agent.log())
     }
+
+    fn settle(&self) -> Result<()> {
+        let records = self.agent.state.join("endpoints");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let marked = fs::read_dir(&records)
+                .with_context(|| format!("reading {}", records.display()))?
+                .filter_map(|e| fs::read(e.ok()?.path()).ok())
+                .filter_map(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .filter(|record| record["deleting"] == true)
+                .count();
+            if marked == 0 {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{marked} DELs still unfinished after 30 s; see the agent's log"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// Debian's `bridge` plugin with `host-local` IPAM (10.78.0.0/24) on a bridge of its own.
