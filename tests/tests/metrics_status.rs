@@ -15,7 +15,7 @@ use serde_json::Value;
 use weft_tests::{
     ThreadNetNs,
     agent::{Agent, add, del, example_store, http_get},
-    bin_path, require_root, unique,
+    bin_path, require_root, unique, wait_for,
 };
 
 /// The own CiliumNode of a cluster-pool node: the operator gave it 10.4.0.0/24.
@@ -220,9 +220,18 @@ fn the_scrape_follows_a_del_and_counts_the_release() {
     agent.put_doc("ciliumnodes/node1.yaml", CLUSTER_POOL_NODE);
     agent.start();
     let web = add(&agent, "default", "web");
+    // The sandbox lives, so the DEL's release follows its answer (with the veth deletion).
     del(&agent, &web);
-    let after = scrape(&agent);
     let pool = r#"{pool="default",family="ipv4"}"#;
+    let after = wait_for("the DEL's release", Duration::from_secs(10), || {
+        let after = scrape(&agent);
+        let releases = format!("weft_ipam_ip_release_ops_total{pool}");
+        after
+            .lines()
+            .any(|l| l.starts_with(&releases))
+            .then_some(after.clone())
+            .ok_or(after)
+    });
     assert_eq!(
         sample(&after, &format!("weft_ipam_pool_used_ips{pool}")),
         1,

@@ -2,11 +2,11 @@
 //! attachment's lock it removes the pod's map entries and attachment (a short section of the
 //! state lock) and marks the record `deleting`. When the sandbox is already gone (containerd
 //! deletes it before DEL), its veth went with it and DEL finishes before it answers, as a
-//! replayed queued DEL does. Otherwise it answers, and the rest, most of such a DEL's time (the kernel deleting the veth pair),
-//! finishes in the background with the attachment's lock still held: the veth, then the
-//! record, then the addresses go back to IPAM. In that order an agent
-//! stopped half-way never hands out an address twice: a marked record is finished at the next
-//! start (its addresses are not restored), and a finish that failed is retried on the tick.
+//! replayed queued DEL does. Otherwise it answers, and the rest, most of such a DEL's time
+//! (the kernel deleting the veth pair), finishes in the background with the attachment's lock
+//! still held: the veth, then the record, then the addresses go back to IPAM. In that order an
+//! agent stopped half-way never hands out an address twice: a marked record is finished at the
+//! next start (its addresses are not restored), and a finish that failed is retried on the tick.
 
 use std::time::Instant;
 
