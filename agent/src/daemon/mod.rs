@@ -358,7 +358,7 @@ impl Daemon {
             store.close();
         }
         if let Err(error) = daemon.store.flush().await {
-            warn!(%error, "final CiliumNode write");
+            warn!(error = %chain(&error), "final CiliumNode write");
         }
         Ok(())
     }

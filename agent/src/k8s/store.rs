@@ -427,12 +427,12 @@ mod tests {
         assert!(matches!(source, K8sError::Api { source: api, .. }
             if weft_k8s::client::status_code(api) == Some(503)));
         assert_eq!(
-            conflict.to_string(),
+            crate::error::chain(&conflict),
             format!(
                 "writing CiliumNode: {}",
                 crate::error::chain(source_of(&conflict))
             ),
-            "the text is the one the log always showed"
+            "the chain says it once: the text is the step, the source the cause"
         );
     }
 

@@ -225,8 +225,8 @@ pub enum StoreError {
     },
     /// Writing the own CiliumNode to the API server failed (the write stays queued). The
     /// source is the Kubernetes store's typed error (a 409 Conflict and a 5xx stay apart);
-    /// the text repeats its chain so a log of this error alone still says why.
-    #[error("writing CiliumNode: {}", crate::error::chain(source.as_ref()))]
+    /// print it with [`crate::error::chain`] to say why.
+    #[error("writing CiliumNode")]
     Kube {
         /// The Kubernetes store's error.
         #[source]
