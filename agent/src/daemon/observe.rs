@@ -20,7 +20,7 @@ use crate::{
         proto::Response,
         types::{CniError, code},
     },
-    datapath::{DatapathStats, read_stats},
+    datapath::{DatapathError, DatapathStats, read_stats},
     ipam::{
         Family,
         manager::{IpamManager, IpamUsage},
@@ -32,6 +32,17 @@ use crate::{
     },
     store::Snapshot,
 };
+
+/// Why the datapath's pins could not be read for a report.
+#[derive(Debug, thiserror::Error)]
+enum StatsError {
+    /// A pinned map could not be read.
+    #[error("reading the datapath's pins")]
+    Read(#[from] DatapathError),
+    /// The blocking read did not complete (panicked or cancelled).
+    #[error("the read of the datapath's pins did not complete")]
+    Join(#[from] tokio::task::JoinError),
+}
 
 /// IPAM as one lock acquisition saw it.
 struct IpamView {
@@ -148,13 +159,10 @@ impl Daemon {
         }
     }
 
-    async fn datapath_stats(&self) -> Result<DatapathStats, String> {
+    async fn datapath_stats(&self) -> Result<DatapathStats, StatsError> {
         let pin_dir = self.opts.datapath.pin_dir.clone();
         let mode = self.attach_mode;
-        tokio::task::spawn_blocking(move || read_stats(&pin_dir, mode))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| chain(&e))
+        Ok(tokio::task::spawn_blocking(move || read_stats(&pin_dir, mode)).await??)
     }
 
     /// The `weft-agent status` report.
@@ -200,7 +208,7 @@ impl Daemon {
         let stats = match self.datapath_stats().await {
             Ok(stats) => stats,
             Err(error) => {
-                problems.push(format!("datapath: {error}"));
+                problems.push(format!("datapath: {}", chain(&error)));
                 DatapathStats::default()
             }
         };
@@ -316,7 +324,9 @@ impl Refresh for Daemon {
             self.metrics.writes.set(self.store.stats());
             match self.datapath_stats().await {
                 Ok(stats) => self.metrics.datapath.set(&stats),
-                Err(error) => warn!(%error, "reading the datapath's pins for /metrics"),
+                Err(error) => {
+                    warn!(error = %chain(&error), "/metrics without the datapath figures");
+                }
             }
         })
     }
