@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use weft_agent::faults::ENV;
-use weft_tests::{ThreadNetNs, kube::Verb, require_root};
+use weft_tests::{ThreadNetNs, agent::Agent, kube::Verb, require_root};
 
 use super::{Cluster, DEBOUNCE, add, crd_pool, grow_demand_to_24, used, wait_for, wait_requested};
 
@@ -353,30 +353,8 @@ fn a_pod_waiting_for_a_block_of_its_pool_is_requested_at_once() {
     require_root();
     let _node = ThreadNetNs::new();
     let cluster = Cluster::start();
-    cluster.add_node("node-g", "", None);
-    cluster.add_pool("default", "10.99.0.0/16", 27);
     cluster.add_pool("blue", "10.98.0.0/16", 27);
-    let mut agent = cluster.agent(
-        "node-g",
-        &[
-            "--ipam",
-            "multi-pool",
-            "--ipam-multi-pool-pre-allocation",
-            "default=8",
-        ],
-    );
-    agent.spawn();
-    wait_for("the CiliumNode", Duration::from_secs(20), || {
-        cluster
-            .cilium_node("node-g")
-            .map(|_| ())
-            .ok_or_else(|| "absent".into())
-    });
-    cluster.operator_edit("node-g", |n| {
-        n["spec"]["ipam"]["pools"]["allocated"] =
-            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
-    });
-    agent.wait_ready(Duration::from_secs(30));
+    let agent = multi_pool_agent(&cluster, "node-g", Vec::new());
     // The start-up's write (the demand with the router's address) has landed: the node is
     // quiet.
     wait_requested(&cluster, "node-g", "default", 16);
@@ -422,30 +400,8 @@ fn a_pod_added_as_it_is_created_is_found_while_syncs_overlap() {
     require_root();
     let _node = ThreadNetNs::new();
     let cluster = Cluster::start();
-    cluster.add_node("node-h", "", None);
-    cluster.add_pool("default", "10.99.0.0/16", 27);
-    let mut agent = cluster.agent(
-        "node-h",
-        &[
-            "--ipam",
-            "multi-pool",
-            "--ipam-multi-pool-pre-allocation",
-            "default=8",
-        ],
-    );
-    agent.env = vec![(ENV.to_owned(), "loop=delay:100,sync=delay:100".to_owned())];
-    agent.spawn();
-    wait_for("the CiliumNode", Duration::from_secs(20), || {
-        cluster
-            .cilium_node("node-h")
-            .map(|_| ())
-            .ok_or_else(|| "absent".into())
-    });
-    cluster.operator_edit("node-h", |n| {
-        n["spec"]["ipam"]["pools"]["allocated"] =
-            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
-    });
-    agent.wait_ready(Duration::from_secs(30));
+    let faults = vec![(ENV.to_owned(), "loop=delay:100,sync=delay:100".to_owned())];
+    let agent = multi_pool_agent(&cluster, "node-h", faults);
     let mut pods = Vec::new();
     for i in 0..8 {
         // The loop wakes 50 ms after an ADD asks it to sync: the next pod arrives once it has.
@@ -467,4 +423,35 @@ fn a_pod_added_as_it_is_created_is_found_while_syncs_overlap() {
         log.contains("holding at loop") && log.contains("holding at sync"),
         "{log}"
     );
+}
+
+/// A ready multi-pool agent on a new node `name` (pre-allocation `default=8`, environment
+/// `env`), given block 10.99.0.0/27 of pool `default` as the operator would once its
+/// CiliumNode exists.
+fn multi_pool_agent(cluster: &Cluster, name: &str, env: Vec<(String, String)>) -> Agent {
+    cluster.add_node(name, "", None);
+    cluster.add_pool("default", "10.99.0.0/16", 27);
+    let mut agent = cluster.agent(
+        name,
+        &[
+            "--ipam",
+            "multi-pool",
+            "--ipam-multi-pool-pre-allocation",
+            "default=8",
+        ],
+    );
+    agent.env = env;
+    agent.spawn();
+    wait_for("the CiliumNode", Duration::from_secs(20), || {
+        cluster
+            .cilium_node(name)
+            .map(|_| ())
+            .ok_or_else(|| "absent".into())
+    });
+    cluster.operator_edit(name, |n| {
+        n["spec"]["ipam"]["pools"]["allocated"] =
+            json!([{"pool": "default", "cidrs": ["10.99.0.0/27"]}]);
+    });
+    agent.wait_ready(Duration::from_secs(30));
+    agent
 }
