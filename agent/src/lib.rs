@@ -8,7 +8,7 @@ pub mod config;
 pub use weft_k8s::crd;
 pub mod daemon;
 pub mod datapath;
-pub mod error;
+pub use weft_k8s::error;
 pub mod faults;
 pub mod fsutil;
 pub mod identity;

@@ -1,8 +1,8 @@
 //! What weft's two programs share, so neither copies it: Cilium's custom resources in their exact
-//! wire format ([`crd`]), Kubernetes label selectors ([`labels`]), and the client plumbing —
-//! connecting from a kubeconfig or the in-cluster service account ([`client`]), the resources weft
-//! talks to as `DynamicObject` APIs ([`resource`]) and the timing of every request
-//! ([`instrument`], [`api_metrics`]).
+//! wire format ([`crd`]), Kubernetes label selectors ([`labels`]), the one-line error chain
+//! ([`error::chain`]), and the client plumbing — connecting from a kubeconfig or the
+//! in-cluster service account ([`client`]), the resources weft talks to as `DynamicObject` APIs
+//! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]).
 //!
 //! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
 //! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
@@ -12,6 +12,7 @@ pub mod api_metrics;
 pub mod client;
 pub mod config_values;
 pub mod crd;
+pub mod error;
 pub mod events;
 pub mod instrument;
 pub mod labels;

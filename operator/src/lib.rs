@@ -30,16 +30,4 @@ pub mod metrics;
 pub mod node;
 pub mod run;
 
-/// An error and its causes on one line (`outer: cause: root cause`), for logs and for the
-/// `operator-status` a user reads.
-#[must_use]
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use weft_k8s::error::chain;

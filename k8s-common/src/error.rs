@@ -1,8 +1,9 @@
-//! Error formatting shared by every module: [`chain`] writes an error and its sources on one
-//! line (for logs and CNI error details). It owns no error type and imports nothing from the
-//! crate, so any module (k8s, store, daemon, the binaries) may use it without reaching up.
+//! Error formatting both programs use: [`chain`] writes an error and its sources on one line
+//! (`outer: cause: root cause`), for logs, CNI error details and the `operator-status` a user
+//! reads. It owns no error type and imports nothing, so any module may use it without
+//! reaching up.
 
-/// An error and its sources on one line (for CNI error details and logs).
+/// An error and its sources on one line.
 #[must_use]
 pub fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
