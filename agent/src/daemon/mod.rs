@@ -340,7 +340,12 @@ impl Daemon {
                     continue;
                 }
                 _ = tick.tick() => {
-                    daemon.retry_finishes().await;
+                    // Beside the loop: a retry waits for the attachments' locks, and a finish
+                    // still running holds its lock for as long as the kernel takes.
+                    tokio::spawn({
+                        let daemon = Arc::clone(&daemon);
+                        async move { daemon.retry_finishes().await }
+                    });
                     queue::replay_deletes(&daemon).await;
                     netdev::reload_masq(&mut *daemon.state.lock().await);
                 }
