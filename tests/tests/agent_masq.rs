@@ -124,6 +124,18 @@ impl Drop for TempDir {
     }
 }
 
+/// Two pools (default and mars) masqueraded by eBPF on the node's device.
+const MASQ_FLAGS: [&str; 8] = [
+    "--ipam",
+    "multi-pool",
+    "--ipam-multi-pool-pre-allocation",
+    "default=8,mars=4",
+    "--enable-bpf-masquerade",
+    "true",
+    "--devices",
+    NODE_DEV,
+];
+
 #[test]
 fn agent_masquerades_per_pool_and_follows_the_ip_masq_agent_file() {
     require_root();
@@ -134,23 +146,14 @@ fn agent_masquerades_per_pool_and_follows_the_ip_masq_agent_file() {
     let file = dir.0.join("ip-masq-agent");
     std::fs::write(&file, "nonMasqueradeCIDRs:\n  - 198.51.100.0/24\n").expect("write");
     let file_arg = file.display().to_string();
-    let mut agent = Agent::new(
-        &example_store(),
-        &[
-            "--ipam",
-            "multi-pool",
-            "--ipam-multi-pool-pre-allocation",
-            "default=8,mars=4",
-            "--enable-bpf-masquerade",
-            "true",
-            "--devices",
-            NODE_DEV,
-            "--enable-ip-masq-agent",
-            "true",
-            "--ip-masq-agent-config-path",
-            &file_arg,
-        ],
-    );
+    let mut flags = MASQ_FLAGS.to_vec();
+    flags.extend([
+        "--enable-ip-masq-agent",
+        "true",
+        "--ip-masq-agent-config-path",
+        &file_arg,
+    ]);
+    let mut agent = Agent::new(&example_store(), &flags);
     agent.start();
     let web = add(&agent, "default", "web");
     let rover = add(&agent, "mars", "rover");
@@ -361,16 +364,7 @@ fn rover_seen_by_the_external_host(
     extra: &[&str],
     port: u16,
 ) -> (IpAddr, IpAddr, Agent) {
-    let mut flags = vec![
-        "--ipam",
-        "multi-pool",
-        "--ipam-multi-pool-pre-allocation",
-        "default=8,mars=4",
-        "--enable-bpf-masquerade",
-        "true",
-        "--devices",
-        NODE_DEV,
-    ];
+    let mut flags = MASQ_FLAGS.to_vec();
     flags.extend(extra);
     let mut agent = Agent::new(&example_store(), &flags);
     agent.put_doc("ciliumpodippools/mars.yaml", mars);
