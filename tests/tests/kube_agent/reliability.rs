@@ -451,6 +451,12 @@ fn a_thousand_add_del_cycles_with_datapath_failures_leak_nothing() {
         "every injected failure failed its ADD"
     );
 
+    // The last DELs answered before their veths were deleted (the sandboxes live): wait for
+    // their background finishes, bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !veths().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let veths_left = veths();
     let endpoints_left = endpoint_ips(&agent);
     let ipcache_after = ipcache_prefixes(&agent);
