@@ -22,7 +22,7 @@ use std::{
 use schemars::{JsonSchema, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
 use weft_agent::crd::{
-    endpoint::CiliumEndpoint, identity::CiliumIdentity, node::CiliumNode,
+    endpoint::CiliumEndpoint, identity::CiliumIdentity, meta::ObjectType, node::CiliumNode,
     nodeconfig::CiliumNodeConfig, pool::CiliumPodIPPool,
 };
 

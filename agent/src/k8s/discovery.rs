@@ -16,7 +16,11 @@ use super::{
     resources::to_json,
     seed::{self, CustomCniConf, SeedError},
 };
-use crate::{config::NodeSeedConfig, crd::node::CiliumNode, ipam::mode::IpamMode};
+use crate::{
+    config::NodeSeedConfig,
+    crd::{meta::ObjectType, node::CiliumNode},
+    ipam::mode::IpamMode,
+};
 
 /// Where discovery stands after one attempt.
 enum Step {

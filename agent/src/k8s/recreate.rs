@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
 use super::{K8sError, Resource, resources::to_json, store::Inner};
-use crate::crd::node::CiliumNode;
+use crate::crd::{meta::ObjectType, node::CiliumNode};
 
 /// Metadata the API server sets; a create must not carry it.
 const SERVER_SET: [&str; 8] = [

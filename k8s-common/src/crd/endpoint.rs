@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    meta::{Extra, ObjectMeta, is_zero},
+    meta::{Extra, ObjectMeta, ObjectType, TypeMeta, is_zero},
     node::{AddressPair, EncryptionSpec},
 };
 
@@ -20,16 +20,9 @@ use super::{
 /// status subresource; the whole object is written at once.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumEndpoint {
-    /// `cilium.io/v2`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `CiliumEndpoint`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Object metadata (always written, as Go's `json:"metadata"`).
     #[serde(default)]
     #[schemars(schema_with = "super::schema::object_meta")]
@@ -42,18 +35,17 @@ pub struct CiliumEndpoint {
     pub extra: Extra,
 }
 
-impl CiliumEndpoint {
-    /// `apiVersion` of a `CiliumEndpoint`.
-    pub const API_VERSION: &'static str = "cilium.io/v2";
-    /// `kind` of a `CiliumEndpoint`.
-    pub const KIND: &'static str = "CiliumEndpoint";
+impl ObjectType for CiliumEndpoint {
+    const API_VERSION: &'static str = "cilium.io/v2";
+    const KIND: &'static str = "CiliumEndpoint";
+}
 
+impl CiliumEndpoint {
     /// An empty `CiliumEndpoint` for pod `namespace/name`, with `apiVersion` and `kind` set.
     #[must_use]
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
-            api_version: Self::API_VERSION.to_owned(),
-            kind: Self::KIND.to_owned(),
+            types: TypeMeta::of::<Self>(),
             metadata: ObjectMeta {
                 name: name.into(),
                 namespace: namespace.into(),

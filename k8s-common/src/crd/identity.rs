@@ -9,21 +9,14 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::meta::{Extra, ObjectMeta};
+use super::meta::{Extra, ObjectMeta, ObjectType, TypeMeta};
 
 /// A `CiliumIdentity`, named after its numeric identity.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumIdentity {
-    /// `cilium.io/v2`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `CiliumIdentity`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Object metadata; the name is the numeric identity in decimal, the labels are the
     /// Kubernetes-sourced subset of `security-labels` (for `kubectl get ciliumid -l`).
     #[serde(default)]
@@ -38,19 +31,18 @@ pub struct CiliumIdentity {
     pub extra: Extra,
 }
 
-impl CiliumIdentity {
-    /// `apiVersion` of a `CiliumIdentity`.
-    pub const API_VERSION: &'static str = "cilium.io/v2";
-    /// `kind` of a `CiliumIdentity`.
-    pub const KIND: &'static str = "CiliumIdentity";
+impl ObjectType for CiliumIdentity {
+    const API_VERSION: &'static str = "cilium.io/v2";
+    const KIND: &'static str = "CiliumIdentity";
+}
 
+impl CiliumIdentity {
     /// A `CiliumIdentity` for numeric identity `id` with `security_labels`, with `apiVersion`
     /// and `kind` set.
     #[must_use]
     pub fn new(id: u32, security_labels: BTreeMap<String, String>) -> Self {
         Self {
-            api_version: Self::API_VERSION.to_owned(),
-            kind: Self::KIND.to_owned(),
+            types: TypeMeta::of::<Self>(),
             metadata: ObjectMeta {
                 name: id.to_string(),
                 ..ObjectMeta::default()

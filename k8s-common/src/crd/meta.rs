@@ -1,6 +1,7 @@
 //! The Kubernetes wire shapes weft reads next to Cilium's resources: object metadata, label
-//! selectors, and minimal Pod and Namespace objects; plus the one pattern every crd type follows
-//! to keep what it does not model (a flattened [`Extra`] map in each struct). Only what weft reads
+//! selectors, and minimal Pod and Namespace objects; plus what every crd object type shares: the
+//! flattened `apiVersion` and `kind` ([`TypeMeta`], named per type by [`ObjectType`]) and the
+//! flattened [`Extra`] map that keeps what a struct does not model. Only what weft reads
 //! is typed; everything else survives a read-modify-write untouched. No matching logic lives
 //! here (that is `crate::labels`), and no IO.
 
@@ -13,6 +14,40 @@ use serde_json::{Map, Value};
 /// Fields a struct does not model, kept verbatim. Every crd struct ends with
 /// `#[serde(flatten)] pub extra: Extra`, so unknown keys round-trip at every level.
 pub type Extra = Map<String, Value>;
+
+/// `apiVersion` and `kind`, which every Kubernetes object carries at its top level. Each crd
+/// object type holds one flattened as its first field (the API server fills both in; a read
+/// object always has them, one built here gets them from [`TypeMeta::of`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeMeta {
+    /// The versioned schema of the object, `group/version` (just the version for the core
+    /// group).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The type of the object, in CamelCase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+}
+
+impl TypeMeta {
+    /// The `apiVersion` and `kind` of object type `T`.
+    #[must_use]
+    pub fn of<T: ObjectType>() -> Self {
+        Self {
+            api_version: T::API_VERSION.to_owned(),
+            kind: T::KIND.to_owned(),
+        }
+    }
+}
+
+/// A Kubernetes object type modelled here: the `apiVersion` and `kind` it is written with.
+pub trait ObjectType {
+    /// `apiVersion` of the type (the version weft writes when it has several).
+    const API_VERSION: &'static str;
+    /// `kind` of the type.
+    const KIND: &'static str;
+}
 
 /// `metadata` of any Kubernetes object (only the fields weft reads are typed).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,16 +116,9 @@ pub struct LabelSelectorRequirement {
 /// A core/v1 Pod, reduced to what pool selection and the CNI path read.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pod {
-    /// `v1`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `Pod`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Name, namespace, labels, annotations.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -105,11 +133,9 @@ pub struct Pod {
     pub extra: Extra,
 }
 
-impl Pod {
-    /// `apiVersion` of a Pod.
-    pub const API_VERSION: &'static str = "v1";
-    /// `kind` of a Pod.
-    pub const KIND: &'static str = "Pod";
+impl ObjectType for Pod {
+    const API_VERSION: &'static str = "v1";
+    const KIND: &'static str = "Pod";
 }
 
 /// The part of a Pod's `spec` weft reads.
@@ -149,16 +175,9 @@ pub struct PodIp {
 /// A core/v1 Namespace: only its metadata is read (labels and annotations).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Namespace {
-    /// `v1`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `Namespace`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Name, labels, annotations.
     #[serde(default)]
     pub metadata: ObjectMeta,
@@ -167,11 +186,9 @@ pub struct Namespace {
     pub extra: Extra,
 }
 
-impl Namespace {
-    /// `apiVersion` of a Namespace.
-    pub const API_VERSION: &'static str = "v1";
-    /// `kind` of a Namespace.
-    pub const KIND: &'static str = "Namespace";
+impl ObjectType for Namespace {
+    const API_VERSION: &'static str = "v1";
+    const KIND: &'static str = "Namespace";
 }
 
 /// `skip_serializing_if` for Go's `omitempty` on numbers.

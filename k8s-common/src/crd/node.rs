@@ -17,22 +17,15 @@ use super::{
     azure::{AzureSpec, AzureStatus},
     eni::{EniSpec, EniStatus},
     ipam::{AllocationIp, IpamPoolSpec, ReleaseState},
-    meta::{Extra, ObjectMeta, is_zero},
+    meta::{Extra, ObjectMeta, ObjectType, TypeMeta, is_zero},
 };
 
 /// A `CiliumNode` (cluster-scoped, one per node, named after the node).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumNode {
-    /// `cilium.io/v2`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `CiliumNode`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Object metadata (always written, as Go's `json:"metadata"`).
     #[serde(default)]
     #[schemars(schema_with = "super::schema::object_meta")]
@@ -51,18 +44,17 @@ pub struct CiliumNode {
 static EMPTY_IPAM_SPEC: LazyLock<IpamSpec> = LazyLock::new(IpamSpec::default);
 static EMPTY_IPAM_STATUS: LazyLock<IpamStatus> = LazyLock::new(IpamStatus::default);
 
-impl CiliumNode {
-    /// `apiVersion` of a `CiliumNode`.
-    pub const API_VERSION: &'static str = "cilium.io/v2";
-    /// `kind` of a `CiliumNode`.
-    pub const KIND: &'static str = "CiliumNode";
+impl ObjectType for CiliumNode {
+    const API_VERSION: &'static str = "cilium.io/v2";
+    const KIND: &'static str = "CiliumNode";
+}
 
+impl CiliumNode {
     /// An empty `CiliumNode` named `name`, with `apiVersion` and `kind` set.
     #[must_use]
     pub fn new(name: impl Into<String>) -> Self {
         Self {
-            api_version: Self::API_VERSION.to_owned(),
-            kind: Self::KIND.to_owned(),
+            types: TypeMeta::of::<Self>(),
             metadata: ObjectMeta {
                 name: name.into(),
                 ..ObjectMeta::default()

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::meta::{Extra, LabelSelector, ObjectMeta};
+use super::meta::{Extra, LabelSelector, ObjectMeta, ObjectType, TypeMeta};
 use crate::labels::{self, LabelsError};
 
 /// The `defaults` key that overrides `--ipam-default-ip-pool` per node.
@@ -33,16 +33,9 @@ pub enum NodeConfigError {
 /// A `CiliumNodeConfig`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumNodeConfig {
-    /// `cilium.io/v2`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `CiliumNodeConfig`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Object metadata; the name orders the configs.
     #[serde(default)]
     #[schemars(schema_with = "super::schema::object_meta")]
@@ -55,11 +48,9 @@ pub struct CiliumNodeConfig {
     pub extra: Extra,
 }
 
-impl CiliumNodeConfig {
-    /// `apiVersion` of a `CiliumNodeConfig`.
-    pub const API_VERSION: &'static str = "cilium.io/v2";
-    /// `kind` of a `CiliumNodeConfig`.
-    pub const KIND: &'static str = "CiliumNodeConfig";
+impl ObjectType for CiliumNodeConfig {
+    const API_VERSION: &'static str = "cilium.io/v2";
+    const KIND: &'static str = "CiliumNodeConfig";
 }
 
 /// `spec` of a `CiliumNodeConfig`.

@@ -7,7 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::meta::{Extra, LabelSelector, ObjectMeta};
+use super::meta::{Extra, LabelSelector, ObjectMeta, ObjectType, TypeMeta};
 
 /// Pool annotation: `"true"` (exactly) makes pods of this pool skip masquerading.
 pub const SKIP_MASQUERADE_ANNOTATION: &str = "ipam.cilium.io/skip-masquerade";
@@ -15,16 +15,9 @@ pub const SKIP_MASQUERADE_ANNOTATION: &str = "ipam.cilium.io/skip-masquerade";
 /// A `CiliumPodIPPool` (cluster-scoped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumPodIPPool {
-    /// `cilium.io/v2alpha1`.
-    #[serde(
-        rename = "apiVersion",
-        default,
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub api_version: String,
-    /// `CiliumPodIPPool`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    /// `apiVersion` and `kind`.
+    #[serde(flatten)]
+    pub types: TypeMeta,
     /// Object metadata; the name is the pool name.
     #[serde(default)]
     #[schemars(schema_with = "super::schema::object_meta")]
@@ -37,13 +30,15 @@ pub struct CiliumPodIPPool {
     pub extra: Extra,
 }
 
+impl ObjectType for CiliumPodIPPool {
+    /// The version Cilium's operators serve (v2 is weft's, with `reservedRanges`).
+    const API_VERSION: &'static str = "cilium.io/v2alpha1";
+    const KIND: &'static str = "CiliumPodIPPool";
+}
+
 impl CiliumPodIPPool {
-    /// `apiVersion` of a `CiliumPodIPPool` as Cilium's operators serve it.
-    pub const API_VERSION: &'static str = "cilium.io/v2alpha1";
     /// `apiVersion` of the v2 `CiliumPodIPPool` (with `reservedRanges`).
     pub const API_VERSION_V2: &'static str = "cilium.io/v2";
-    /// `kind` of a `CiliumPodIPPool`.
-    pub const KIND: &'static str = "CiliumPodIPPool";
 
     /// The pool name.
     #[must_use]

@@ -324,3 +324,27 @@ fn empty_text_addresses_decode_as_unset() {
     assert_eq!(eni.ip, None);
     assert_eq!(eni.subnet.as_ref().and_then(|s| s.cidr), None);
 }
+
+#[test]
+fn api_version_and_kind_are_the_type_meta_not_unmodelled_fields() {
+    let node: CiliumNode = serde_json::from_value(json!({
+        "apiVersion": "cilium.io/v2", "kind": "CiliumNode", "metadata": {"name": "n1"},
+        "spec": {}, "future": 1
+    }))
+    .expect("decodes");
+    assert_eq!(node.types, TypeMeta::of::<CiliumNode>());
+    assert_eq!(node.extra.keys().collect::<Vec<_>>(), ["future"]);
+    let err = serde_json::from_value::<CiliumNode>(json!({"kind": 5, "spec": {}}))
+        .expect_err("a kind that is not a string");
+    assert!(
+        err.to_string().contains("invalid type: integer `5`"),
+        "{err}"
+    );
+    // An object read without them is written back without them.
+    let bare: CiliumNode =
+        serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {}})).expect("decodes");
+    assert_eq!(
+        serde_json::to_value(&bare).expect("encodes"),
+        json!({"metadata": {"name": "n1"}, "spec": {}})
+    );
+}
