@@ -21,7 +21,13 @@ use crate::{
     crd::{node::CiliumNode, nodeconfig::resolve_node_config},
     daemon::{RECORDS_DIR, ROUTER_FILE, ROUTER_OWNER, RecordError, Records, ipam_config},
     error::chain,
-    ipam::{Family, manager::IpamManager, mode::AllocatorKind, problems::node_problems},
+    ipam::{
+        Family,
+        input::{NodeInput, PoolInput},
+        manager::IpamManager,
+        mode::AllocatorKind,
+        problems::node_problems,
+    },
     store::{
         Snapshot,
         embedded::{load_snapshot, render_node},
@@ -199,7 +205,7 @@ pub fn plan(
     let mut pods = restore_held(&mut ipam, &held, now, &mut problems);
     ipam.restore_finished();
     let mut rng = fastrand::Rng::with_seed(0x7765_6674);
-    let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+    let pools = PoolInput::all(snapshot.pools.values());
     let router = if held.router.is_empty() {
         match ipam.allocate(ROUTER_OWNER, &snapshot, &pools, &mut rng, now) {
             Ok(list) => list.into_iter().map(|a| a.ip.to_string()).collect(),
@@ -224,7 +230,7 @@ pub fn plan(
         };
         pods.insert(owner, outcome);
     }
-    for problem in node_problems(config.ipam, own) {
+    for problem in node_problems(config.ipam, &NodeInput::from(own)) {
         problems.insert(problem.subject(), problem.to_string());
     }
     let owners: Vec<String> = snapshot

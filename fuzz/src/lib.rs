@@ -21,6 +21,7 @@ use weft_agent::{
     },
     ipam::{
         Random,
+        input::PoolInput,
         manager::{IpamConfig, IpamManager},
         mode::IpamMode,
     },
@@ -236,6 +237,7 @@ fn objects() -> Snapshot {
 
 /// Allocate a few addresses (and release them) with `manager` and `pools`.
 fn allocate_some(manager: &mut IpamManager, pools: &[CiliumPodIPPool], snap: &Snapshot) {
+    let pools = &PoolInput::all(pools);
     let now = Instant::now();
     let mut rng = Counter(7);
     let mut given = Vec::new();

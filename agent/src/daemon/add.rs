@@ -30,7 +30,7 @@ use crate::{
         netlink::{NetlinkError, PodIface},
         netns::{self, NetNsError},
     },
-    ipam::{manager::Allocated, sanity::address_clash},
+    ipam::{input::PoolInput, manager::Allocated, sanity::address_clash},
     metrics::cni::Phase,
 };
 
@@ -140,7 +140,7 @@ impl Daemon {
             ));
         }
         let snapshot = Arc::clone(&state.snapshot);
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let pools = PoolInput::all(snapshot.pools.values());
         let owner = owner_of(pod, &snapshot).map_err(Response::Error)?;
         let allocated = match self.allocate(&mut state, &owner, &snapshot, &pools) {
             Ok(a) => a,

@@ -23,6 +23,7 @@ use crate::{
     datapath::{DatapathError, DatapathStats, read_stats},
     ipam::{
         Family,
+        input::{NodeInput, PoolInput},
         manager::{IpamManager, IpamUsage},
         problems::{IpamProblem, node_problems},
     },
@@ -100,14 +101,14 @@ impl Daemon {
     fn input_problems(&self, ipam: &IpamManager, snapshot: &Snapshot) -> Vec<IpamProblem> {
         let mut problems = snapshot
             .own_node()
-            .map(|node| node_problems(self.config.ipam, node))
+            .map(|node| node_problems(self.config.ipam, &NodeInput::from(node)))
             .unwrap_or_default();
         let owners: Vec<String> = snapshot
             .pods
             .keys()
             .map(|(ns, name)| format!("{ns}/{name}"))
             .collect();
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let pools = PoolInput::all(snapshot.pools.values());
         problems.extend(ipam.missing_pools(owners.iter().map(String::as_str), snapshot, &pools));
         problems
     }
@@ -118,7 +119,7 @@ impl Daemon {
     pub(super) async fn explain(&self, owner: &str) -> Response {
         let state = self.state.lock().await;
         let snapshot = Arc::clone(&state.snapshot);
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let pools = PoolInput::all(snapshot.pools.values());
         let mut failure = owner.split_once('/').and_then(|(ns, name)| {
             let known = snapshot
                 .pods

@@ -10,10 +10,10 @@ use crate::{
         proto::{PodRequest, Response},
         types::{Attachment, CniError, code},
     },
-    crd::pool::CiliumPodIPPool,
     datapath::{Datapath, DatapathError, ipcache::host_prefix},
     ipam::{
         Family,
+        input::PoolInput,
         manager::{Allocated, IpamError},
     },
     metrics::Outcome,
@@ -185,7 +185,7 @@ impl Daemon {
         state: &mut State,
         owner: &str,
         snapshot: &Snapshot,
-        pools: &[CiliumPodIPPool],
+        pools: &[PoolInput],
     ) -> Result<Vec<Allocated>, IpamError> {
         let started = Instant::now();
         let allocation =

@@ -16,7 +16,11 @@ use std::{
 use tracing::{info, warn};
 
 use super::State;
-use crate::{crd::node::CiliumNode, ipam::Family, store::writeback::CILIUM_INTERNAL_IP};
+use crate::{
+    crd::node::CiliumNode,
+    ipam::{Family, input::PoolInput},
+    store::writeback::CILIUM_INTERNAL_IP,
+};
 
 /// Owner of the router (gateway) addresses, as in Cilium.
 pub const ROUTER_OWNER: &str = "router";
@@ -153,7 +157,7 @@ pub(super) fn ensure_router(state: &mut State, state_dir: &Path) {
     }
     if !missing.is_empty() {
         let snapshot = Arc::clone(&state.snapshot);
-        let pools: Vec<_> = snapshot.pools.values().cloned().collect();
+        let pools = PoolInput::all(snapshot.pools.values());
         match state.ipam.allocate_families(
             ROUTER_OWNER,
             &missing,

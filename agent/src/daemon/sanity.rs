@@ -26,6 +26,7 @@ use crate::{
     crd::node::CiliumNode,
     datapath::netlink,
     ipam::{
+        input::NodeInput,
         mode::IpamMode,
         problems::node_problems,
         sanity::{
@@ -94,7 +95,7 @@ pub(super) fn check_overlaps(
     let Some(node) = node else {
         return Ok(());
     };
-    let found = overlaps(&pod_ranges(mode, node), networks);
+    let found = overlaps(&pod_ranges(mode, &NodeInput::from(node)), networks);
     if found.is_empty() {
         return Ok(());
     }
@@ -111,7 +112,7 @@ pub(super) fn warn_new_overlaps(
     let Some(node) = node else {
         return;
     };
-    for overlap in overlaps(&pod_ranges(mode, node), networks) {
+    for overlap in overlaps(&pod_ranges(mode, &NodeInput::from(node)), networks) {
         let text = overlap.to_string();
         if reported.insert(text.clone()) {
             warn!(problem = %text, "pod range overlaps the node's networks; addresses in the overlap are refused");
@@ -129,7 +130,7 @@ pub(super) fn warn_new_node_problems(
     let Some(node) = node else {
         return;
     };
-    for problem in node_problems(mode, node) {
+    for problem in node_problems(mode, &NodeInput::from(node)) {
         let text = problem.to_string();
         if reported.insert(text.clone()) {
             warn!(problem = %text, "CiliumNode entry ignored");

@@ -1,22 +1,29 @@
-//! What IPAM reads of the own CiliumNode, as its own types: the one adapter from the wire
-//! type ([`CiliumNode`]) to the fields the allocators use. The manager's backends see only
-//! [`NodeInput`] and [`NodeOutput`], never the CiliumNode, so a change of the wire type stays
-//! here. The allocators' entries (a CRD pool entry, a multi-pool allocation) are still the
-//! wire structs they write back.
+//! What IPAM reads, as its own types: the one adapter from the wire types to the fields the
+//! allocators and pool selection use. The own CiliumNode becomes a [`NodeInput`] (and the parts
+//! a write-back is computed against a [`NodeOutput`]), a CiliumPodIPPool a [`PoolInput`] with
+//! its selectors compiled, and a pod's or namespace's metadata a [`Labelled`]. The rest of
+//! `ipam` never names a CiliumNode, a CiliumPodIPPool, a Pod or a Namespace, so a change of
+//! the wire types stays here. The allocators' entries (a CRD pool entry, a multi-pool
+//! allocation) are still the wire structs they write back.
 
 use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
+use super::labels::{self, Selector};
 use crate::crd::{
     eni::eni_allocated,
     ipam::{AllocationIp, IpamPoolAllocation, IpamPoolSpec, ReleaseState},
+    meta::{LabelSelector, ObjectMeta},
     node::CiliumNode,
+    pool::CiliumPodIPPool,
 };
 
 /// The own CiliumNode as IPAM reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeInput {
+    /// `metadata.name`.
+    pub name: String,
     /// `spec.ipam.podCIDRs` (host-scope modes).
     pub pod_cidrs: Vec<IpNet>,
     /// `spec.ipam.pool` (CRD modes); `None` when it is empty.
@@ -35,6 +42,9 @@ pub struct NodeInput {
     pub static_ip_tags: BTreeMap<String, String>,
     /// `status.ipam.assigned-static-ip`.
     pub assigned_static_ip: String,
+    /// `spec.addresses`, as (type, ip) text: an entry that is not an address is a problem to
+    /// report, not a decoding error.
+    pub addresses: Vec<(String, String)>,
 }
 
 impl From<&CiliumNode> for NodeInput {
@@ -43,6 +53,7 @@ impl From<&CiliumNode> for NodeInput {
         let status = node.status.as_ref();
         let ipam_status = status.and_then(|s| s.ipam.as_ref());
         Self {
+            name: node.metadata.name.clone(),
             pod_cidrs: ipam.pod_cidrs,
             crd_pool: (!ipam.pool.is_empty()).then_some(ipam.pool),
             release_ips: ipam_status
@@ -59,6 +70,90 @@ impl From<&CiliumNode> for NodeInput {
             assigned_static_ip: ipam_status
                 .map(|i| i.assigned_static_ip.clone())
                 .unwrap_or_default(),
+            addresses: node
+                .spec
+                .addresses
+                .iter()
+                .map(|a| (a.address_type.clone(), a.ip.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// A CiliumPodIPPool as pool selection and the allocators read it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolInput {
+    /// The pool's name.
+    pub name: String,
+    /// It has an IPv4 part (`spec.ipv4`).
+    pub ipv4: bool,
+    /// It has an IPv6 part (`spec.ipv6`).
+    pub ipv6: bool,
+    /// `ipam.cilium.io/skip-masquerade: "true"`.
+    pub skip_masquerade: bool,
+    /// Its selectors; `None` when the pool selects no pod (neither selector set, or one does not
+    /// compile, which makes Cilium skip the pool).
+    pub selector: Option<PoolSelector>,
+}
+
+/// The compiled selectors of a pool; a selector the pool leaves out matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolSelector {
+    /// `spec.podSelector`, matched against the pod's labels.
+    pub pod: Selector,
+    /// `spec.namespaceSelector`, matched against the namespace's labels.
+    pub namespace: Selector,
+}
+
+impl From<&CiliumPodIPPool> for PoolInput {
+    fn from(pool: &CiliumPodIPPool) -> Self {
+        let spec = &pool.spec;
+        Self {
+            name: pool.name().to_owned(),
+            ipv4: spec.ipv4.is_some(),
+            ipv6: spec.ipv6.is_some(),
+            skip_masquerade: pool.skip_masquerade(),
+            selector: pool_selector(spec.pod_selector.as_ref(), spec.namespace_selector.as_ref()),
+        }
+    }
+}
+
+impl PoolInput {
+    /// Every pool of `pools`, converted.
+    pub fn all<'a>(pools: impl IntoIterator<Item = &'a CiliumPodIPPool>) -> Vec<Self> {
+        pools.into_iter().map(Self::from).collect()
+    }
+}
+
+/// Both selectors compiled (both first: a bad one skips the pool whatever the other says).
+fn pool_selector(
+    pod: Option<&LabelSelector>,
+    namespace: Option<&LabelSelector>,
+) -> Option<PoolSelector> {
+    if pod.is_none() && namespace.is_none() {
+        return None;
+    }
+    let compile = |s: Option<&LabelSelector>| s.map_or(Ok(Selector::default()), labels::compile);
+    Some(PoolSelector {
+        pod: compile(pod).ok()?,
+        namespace: compile(namespace).ok()?,
+    })
+}
+
+/// What pool selection reads of a pod or a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Labelled<'a> {
+    /// `metadata.labels`.
+    pub labels: &'a BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+impl<'a> From<&'a ObjectMeta> for Labelled<'a> {
+    fn from(metadata: &'a ObjectMeta) -> Self {
+        Self {
+            labels: &metadata.labels,
+            annotations: &metadata.annotations,
         }
     }
 }
@@ -107,7 +202,7 @@ mod tests {
                 "min-allocate": 2, "pre-allocate": 3,
                 "pools": {"allocated": [{"pool": "default", "cidrs": ["10.9.0.0/28"]}]},
                 "static-ip-tags": {"env": "prod"},
-            }},
+            }, "addresses": [{"type": "InternalIP", "ip": "10.0.0.300"}]},
             "status": {"ipam": {
                 "used": {"10.0.0.5": {"owner": "web/a"}},
                 "release-ips": {"10.0.0.6": "marked-for-release"},
@@ -132,14 +227,68 @@ mod tests {
         assert_eq!(input.pools_allocated[0].pool, "default");
         assert_eq!(input.static_ip_tags["env"], "prod");
         assert_eq!(input.assigned_static_ip, "20.1.2.3");
+        assert_eq!(input.name, "n1");
+        assert_eq!(
+            input.addresses,
+            [("InternalIP".to_owned(), "10.0.0.300".to_owned())]
+        );
         let output = NodeOutput::from(Some(&n));
         assert_eq!(output.pools.allocated.len(), 1);
         assert!(output.has_used);
 
         let bare = node(json!({"apiVersion": "cilium.io/v2", "kind": "CiliumNode",
                                "metadata": {"name": "n1"}}));
-        assert_eq!(NodeInput::from(&bare), NodeInput::default());
+        assert_eq!(
+            NodeInput::from(&bare),
+            NodeInput {
+                name: "n1".to_owned(),
+                ..NodeInput::default()
+            }
+        );
         assert_eq!(NodeOutput::from(Some(&bare)), NodeOutput::default());
         assert_eq!(NodeOutput::from(None), NodeOutput::default());
+    }
+
+    fn pool(value: serde_json::Value) -> PoolInput {
+        PoolInput::from(&serde_json::from_value::<CiliumPodIPPool>(value).expect("pool"))
+    }
+
+    #[test]
+    fn a_pool_is_read_with_its_selectors_compiled() {
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let blue = pool(json!({
+            "metadata": {"name": "blue",
+                         "annotations": {"ipam.cilium.io/skip-masquerade": "true"}},
+            "spec": {"ipv6": {"cidrs": ["fd00::/104"], "maskSize": 120},
+                     "podSelector": {"matchLabels": {"color": "blue"}}},
+        }));
+        assert_eq!(blue.name, "blue");
+        assert_eq!(
+            (blue.ipv4, blue.ipv6, blue.skip_masquerade),
+            (false, true, true)
+        );
+        let selector = blue.selector.expect("a pod selector");
+        assert!(selector.pod.matches(&labels(&[("color", "blue")])));
+        assert!(!selector.pod.matches(&labels(&[("color", "red")])));
+        // The selector the pool leaves out matches every namespace.
+        assert!(selector.namespace.matches(&labels(&[])));
+
+        let plain = pool(json!({"metadata": {"name": "plain"},
+                                "spec": {"ipv4": {"cidrs": ["10.0.0.0/16"]}}}));
+        assert_eq!((plain.ipv4, plain.skip_masquerade), (true, false));
+        assert_eq!(plain.selector, None, "no selector: selects no pod");
+        let bad = pool(json!({"metadata": {"name": "bad"}, "spec": {
+            "podSelector": {"matchLabels": {"color": "blue"}},
+            "namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Near"}]},
+        }}));
+        assert_eq!(
+            bad.selector, None,
+            "one selector does not compile: the pool is skipped"
+        );
     }
 }

@@ -2,10 +2,13 @@
 //! these allocators the objects its store sees and writes back what they say; tests drive them
 //! with plain values. Time and randomness come in as arguments so every rule is testable.
 //!
-//! The manager's backends read the own CiliumNode only as [`input::NodeInput`] (converted in
-//! `input`, the one adapter); pool selection, the problem checks and sanity still read the
-//! crd wire types (pods, namespaces, CiliumPodIPPools, the CiliumNode) directly. Nothing in
-//! the crd types imports `ipam`.
+//! What IPAM reads comes in as its own input types, converted from the wire types in `input`,
+//! the one adapter: the own CiliumNode as [`input::NodeInput`], CiliumPodIPPools as
+//! [`input::PoolInput`] (selectors compiled), pods and namespaces as [`input::Labelled`]. No
+//! other module of `ipam` names a CiliumNode, a CiliumPodIPPool, a Pod or a Namespace. What
+//! IPAM writes back is in the CiliumNode's wire shapes (`crd::ipam`: a CRD pool entry, a pool
+//! allocation and demand, [`crate::crd::ipam::NodeIpamWrite`]), since those are the fields it
+//! owns there. Nothing in the crd types imports `ipam`.
 
 use std::net::IpAddr;
 

@@ -9,10 +9,10 @@ use std::{fmt, net::IpAddr};
 
 use super::{
     Family,
+    input::{NodeInput, PoolInput},
     mode::IpamMode,
     selection::{MULTI_POOL_MODE, PoolChoice, Rule, SelectionContext, pool_for_pod},
 };
-use crate::crd::{node::CiliumNode, pool::CiliumPodIPPool};
 
 /// One unusable input, with the field path (or the pod) and the fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,17 +112,17 @@ impl IpamProblem {
 /// are typed: a bad one fails the decoding of the whole object, which the store reports with its
 /// field path.
 #[must_use]
-pub fn node_problems(mode: IpamMode, node: &CiliumNode) -> Vec<IpamProblem> {
-    let name = &node.metadata.name;
+pub fn node_problems(mode: IpamMode, node: &NodeInput) -> Vec<IpamProblem> {
+    let name = &node.name;
     let mut out = Vec::new();
     if matches!(
         mode,
         IpamMode::Crd | IpamMode::Azure | IpamMode::AlibabaCloud
     ) {
         out.extend(
-            node.ipam_spec()
-                .pool
-                .keys()
+            node.crd_pool
+                .iter()
+                .flat_map(|pool| pool.keys())
                 .filter(|key| key.parse::<IpAddr>().is_err())
                 .map(|key| IpamProblem::PoolKey {
                     node: name.clone(),
@@ -131,16 +131,15 @@ pub fn node_problems(mode: IpamMode, node: &CiliumNode) -> Vec<IpamProblem> {
         );
     }
     out.extend(
-        node.spec
-            .addresses
+        node.addresses
             .iter()
             .enumerate()
-            .filter(|(_, a)| a.ip.parse::<IpAddr>().is_err())
-            .map(|(index, a)| IpamProblem::Address {
+            .filter(|(_, (_, ip))| ip.parse::<IpAddr>().is_err())
+            .map(|(index, (address_type, ip))| IpamProblem::Address {
                 node: name.clone(),
                 index,
-                address_type: a.address_type.clone(),
-                ip: a.ip.clone(),
+                address_type: address_type.clone(),
+                ip: ip.clone(),
             }),
     );
     out
@@ -149,8 +148,8 @@ pub fn node_problems(mode: IpamMode, node: &CiliumNode) -> Vec<IpamProblem> {
 /// Whether `pool` is one no `CiliumPodIPPool` of `pools` defines, in `ipam_mode` (multi-pool
 /// only: other modes have no pool objects).
 #[must_use]
-pub fn pool_missing(ipam_mode: &str, pool: &str, pools: &[CiliumPodIPPool]) -> bool {
-    ipam_mode == MULTI_POOL_MODE && !pools.iter().any(|p| p.name() == pool)
+pub fn pool_missing(ipam_mode: &str, pool: &str, pools: &[PoolInput]) -> bool {
+    ipam_mode == MULTI_POOL_MODE && !pools.iter().any(|p| p.name == pool)
 }
 
 /// The pods of `owners` whose pool (in any of `families`) does not exist.

@@ -19,8 +19,7 @@ use std::{fmt, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{Family, mode::IpamMode};
-use crate::crd::{eni::eni_allocated, node::CiliumNode};
+use super::{Family, input::NodeInput, mode::IpamMode};
 
 /// Prefix of the host-side veth of every pod the agent wires (`datapath::host_ifname`).
 pub const AGENT_DEVICE_PREFIX: &str = "wft";
@@ -153,10 +152,9 @@ impl PodRange {
 
 /// The ranges `node` gives pods in `mode`.
 #[must_use]
-pub fn pod_ranges(mode: IpamMode, node: &CiliumNode) -> Vec<PodRange> {
-    let ipam = node.spec.ipam.clone().unwrap_or_default();
+pub fn pod_ranges(mode: IpamMode, node: &NodeInput) -> Vec<PodRange> {
     match mode {
-        IpamMode::Kubernetes | IpamMode::ClusterPool => ipam
+        IpamMode::Kubernetes | IpamMode::ClusterPool => node
             .pod_cidrs
             .iter()
             .map(|c| PodRange {
@@ -164,10 +162,8 @@ pub fn pod_ranges(mode: IpamMode, node: &CiliumNode) -> Vec<PodRange> {
                 origin: RangeOrigin::PodCidr { mode },
             })
             .collect(),
-        IpamMode::MultiPool => ipam
-            .pools
-            .unwrap_or_default()
-            .allocated
+        IpamMode::MultiPool => node
+            .pools_allocated
             .iter()
             .flat_map(|a| {
                 a.cidrs.iter().map(|c| PodRange {
@@ -178,21 +174,19 @@ pub fn pod_ranges(mode: IpamMode, node: &CiliumNode) -> Vec<PodRange> {
                 })
             })
             .collect(),
-        IpamMode::Eni => {
-            let status = node.status.as_ref().and_then(|s| s.eni.as_ref());
-            eni_allocated(node.spec.eni.as_ref(), status)
-                .map(|a| a.cidrs)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| PodRange {
-                    cidr: c.trunc(),
-                    origin: RangeOrigin::Address { mode },
-                })
-                .collect()
-        }
-        IpamMode::Crd | IpamMode::Azure | IpamMode::AlibabaCloud => ipam
-            .pool
-            .keys()
+        IpamMode::Eni => node
+            .eni_allocated
+            .iter()
+            .flat_map(|a| &a.cidrs)
+            .map(|c| PodRange {
+                cidr: c.trunc(),
+                origin: RangeOrigin::Address { mode },
+            })
+            .collect(),
+        IpamMode::Crd | IpamMode::Azure | IpamMode::AlibabaCloud => node
+            .crd_pool
+            .iter()
+            .flat_map(|pool| pool.keys())
             .filter_map(|ip| ip.parse::<IpAddr>().ok())
             .map(|ip| PodRange {
                 cidr: IpNet::from(ip),

@@ -1,15 +1,16 @@
 //! Which pool a pod's address comes from (spec §4.6, Cilium `pkg/ipam/metadata/manager.go`
 //! `GetIPPoolForPod`): pod then namespace annotations, then `CiliumPodIPPool` selectors, else the
 //! default pool, with Cilium's exact error texts. Pure: the pods, namespaces and pools come in
-//! through [`SelectionContext`]; the answer says which rule decided, for `ipam explain`. It does
-//! not resolve the default pool (`CiliumNodeConfig` overrides are the caller's) nor allocate.
+//! through [`SelectionContext`], as IPAM's own input types (`input`); the answer says which rule
+//! decided, for `ipam explain`. It does not resolve the default pool (`CiliumNodeConfig`
+//! overrides are the caller's) nor allocate.
 
-use std::{borrow::Cow, collections::BTreeMap, fmt};
+use std::{collections::BTreeMap, fmt};
 
-use super::{Family, labels};
-use crate::crd::{
-    meta::{LabelSelector, Namespace, Pod},
-    pool::CiliumPodIPPool,
+use super::{
+    Family,
+    input::{Labelled, PoolInput},
+    labels,
 };
 
 /// The only `--ipam` value (compared case-sensitively, as Cilium does) that selects pools.
@@ -95,10 +96,10 @@ impl fmt::Display for AnnotatedObject {
 
 /// Read access to the pods and namespaces the agent watches.
 pub trait ObjectLookup {
-    /// The pod `namespace/name`, if known.
-    fn pod(&self, namespace: &str, name: &str) -> Option<Cow<'_, Pod>>;
-    /// The namespace `name`, if known.
-    fn namespace(&self, name: &str) -> Option<Cow<'_, Namespace>>;
+    /// The labels and annotations of pod `namespace/name`, if known.
+    fn pod(&self, namespace: &str, name: &str) -> Option<Labelled<'_>>;
+    /// The labels and annotations of namespace `name`, if known.
+    fn namespace(&self, name: &str) -> Option<Labelled<'_>>;
 }
 
 /// Everything pool selection reads.
@@ -112,7 +113,7 @@ pub struct SelectionContext<'a> {
     /// Pods and namespaces.
     pub objects: &'a dyn ObjectLookup,
     /// All `CiliumPodIPPools`, in any order.
-    pub pools: &'a [CiliumPodIPPool],
+    pub pools: &'a [PoolInput],
 }
 
 impl fmt::Debug for SelectionContext<'_> {
@@ -203,7 +204,7 @@ pub fn pool_for_pod(
             namespace: ns.to_owned(),
             name: name.to_owned(),
         })?;
-    let pod_annotations = &pod.metadata.annotations;
+    let pod_annotations = pod.annotations;
     if let Some((key, pool)) = annotated_pool(pod_annotations, family) {
         return Ok(PoolChoice {
             pool,
@@ -216,29 +217,29 @@ pub fn pool_for_pod(
         .ok_or_else(|| SelectionError::NamespaceNotFound {
             namespace: ns.to_owned(),
         })?;
-    if let Some((key, pool)) = annotated_pool(&namespace.metadata.annotations, family) {
+    if let Some((key, pool)) = annotated_pool(namespace.annotations, family) {
         return Ok(PoolChoice {
             pool,
             rule: Rule::NamespaceAnnotation { key },
         });
     }
 
-    let mut pod_labels = pod.metadata.labels.clone();
+    let mut pod_labels = pod.labels.clone();
     pod_labels.insert(POD_NAMESPACE_LABEL.to_owned(), ns.to_owned());
     pod_labels.insert(POD_NAME_LABEL.to_owned(), name.to_owned());
     let mut pools: Vec<_> = ctx.pools.iter().collect();
-    pools.sort_by(|a, b| a.name().cmp(b.name()));
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
     let mut matches: Vec<String> = pools
         .into_iter()
-        .filter(|pool| selects(pool, family, &pod_labels, &namespace.metadata.labels))
-        .map(|pool| pool.name().to_owned())
+        .filter(|pool| selects(pool, family, &pod_labels, namespace.labels))
+        .map(|pool| pool.name.clone())
         .collect();
 
     match matches.len() {
         0 => {
             let on = if requires_match(pod_annotations) {
                 Some(AnnotatedObject::Pod)
-            } else if requires_match(&namespace.metadata.annotations) {
+            } else if requires_match(namespace.annotations) {
                 Some(AnnotatedObject::Namespace)
             } else {
                 None
@@ -300,41 +301,23 @@ fn requires_match(annotations: &BTreeMap<String, String>) -> bool {
         .is_some_and(|v| v == "true")
 }
 
-/// Whether `pool` serves `family` and its selectors (at least one set; a missing one means
-/// "any") match. A selector that does not compile makes the pool never match.
+/// Whether `pool` serves `family` and its selectors match (a pool without usable selectors
+/// never does).
 fn selects(
-    pool: &CiliumPodIPPool,
+    pool: &PoolInput,
     family: Family,
     pod_labels: &BTreeMap<String, String>,
     namespace_labels: &BTreeMap<String, String>,
 ) -> bool {
-    let spec = &pool.spec;
     let serves = match family {
-        Family::V4 => spec.ipv4.is_some(),
-        Family::V6 => spec.ipv6.is_some(),
+        Family::V4 => pool.ipv4,
+        Family::V6 => pool.ipv6,
     };
-    if !serves || (spec.pod_selector.is_none() && spec.namespace_selector.is_none()) {
-        return false;
-    }
-    // Compile both before matching: a bad selector skips the pool whatever the other says.
-    match (
-        selector_matches(spec.pod_selector.as_ref(), pod_labels),
-        selector_matches(spec.namespace_selector.as_ref(), namespace_labels),
-    ) {
-        (Some(pod), Some(namespace)) => pod && namespace,
-        _ => false,
-    }
-}
-
-/// `Some(matched)`, with a missing selector matching anything; `None` if it does not compile.
-fn selector_matches(
-    selector: Option<&LabelSelector>,
-    labels: &BTreeMap<String, String>,
-) -> Option<bool> {
-    match selector {
-        None => Some(true),
-        Some(selector) => labels::compile(selector).ok().map(|s| s.matches(labels)),
-    }
+    serves
+        && pool
+            .selector
+            .as_ref()
+            .is_some_and(|s| s.pod.matches(pod_labels) && s.namespace.matches(namespace_labels))
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use crate::crd::{
     nodeconfig::CiliumNodeConfig,
     pool::CiliumPodIPPool,
 };
+use crate::ipam::input::Labelled;
 
 /// Everything the agent reads, as of one moment. The collections that grow with the cluster
 /// (CiliumNodes, CiliumEndpoints, CiliumIdentities) are persistent maps: a copy costs nothing,
@@ -133,14 +134,16 @@ pub fn status_digest(status: &serde_json::Value) -> u64 {
 }
 
 impl crate::ipam::selection::ObjectLookup for Snapshot {
-    fn pod(&self, namespace: &str, name: &str) -> Option<std::borrow::Cow<'_, Pod>> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Labelled<'_>> {
         self.pods
             .get(&(namespace.to_owned(), name.to_owned()))
-            .map(std::borrow::Cow::Borrowed)
+            .map(|pod| Labelled::from(&pod.metadata))
     }
 
-    fn namespace(&self, name: &str) -> Option<std::borrow::Cow<'_, Namespace>> {
-        self.namespaces.get(name).map(std::borrow::Cow::Borrowed)
+    fn namespace(&self, name: &str) -> Option<Labelled<'_>> {
+        self.namespaces
+            .get(name)
+            .map(|namespace| Labelled::from(&namespace.metadata))
     }
 }
 

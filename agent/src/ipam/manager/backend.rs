@@ -8,10 +8,10 @@ use std::{net::IpAddr, time::Instant};
 
 use super::{IpamConfig, IpamError, IpamUsage};
 use crate::{
-    crd::{ipam::NodeIpamWrite, pool::CiliumPodIPPool},
+    crd::ipam::NodeIpamWrite,
     ipam::{
         Family, Random,
-        input::{NodeInput, NodeOutput},
+        input::{NodeInput, NodeOutput, PoolInput},
     },
 };
 
@@ -25,7 +25,7 @@ pub(super) struct Request<'a> {
     /// The chosen pool (multi-pool; the others use their only pool).
     pub pool: &'a str,
     /// Every CiliumPodIPPool (per-pool masquerade).
-    pub pools: &'a [CiliumPodIPPool],
+    pub pools: &'a [PoolInput],
     /// The manager's configuration.
     pub config: &'a IpamConfig,
 }

@@ -24,14 +24,14 @@ pub use self::{
 };
 use super::{
     Family, Random,
-    input::{NodeInput, NodeOutput},
+    input::{NodeInput, NodeOutput, PoolInput},
     mode::{AllocatorKind, IpamMode},
     multipool::{MultiPoolConfig, MultiPoolManager},
     prealloc::parse_pre_allocation,
     selection::{ObjectLookup, PoolChoice, Rule, SelectionContext, SelectionError, pool_for_pod},
     staticip::StaticIp,
 };
-use crate::crd::{ipam::NodeIpamWrite, node::CiliumNode, pool::CiliumPodIPPool};
+use crate::crd::{ipam::NodeIpamWrite, node::CiliumNode};
 
 mod backend;
 mod crd;
@@ -184,7 +184,7 @@ impl IpamManager {
         &self,
         owner: &str,
         objects: &dyn ObjectLookup,
-        pools: &[CiliumPodIPPool],
+        pools: &[PoolInput],
     ) -> Vec<(Family, Result<PoolChoice, SelectionError>)> {
         let ctx = self.selection(objects, pools);
         self.families()
@@ -196,7 +196,7 @@ impl IpamManager {
     fn selection<'a>(
         &'a self,
         objects: &'a dyn ObjectLookup,
-        pools: &'a [CiliumPodIPPool],
+        pools: &'a [PoolInput],
     ) -> SelectionContext<'a> {
         SelectionContext {
             ipam_mode: self.config.mode.as_str(),
@@ -216,7 +216,7 @@ impl IpamManager {
         &mut self,
         owner: &str,
         objects: &dyn ObjectLookup,
-        pools: &[CiliumPodIPPool],
+        pools: &[PoolInput],
         rng: &mut dyn Random,
         now: Instant,
     ) -> Result<Vec<Allocated>, IpamError> {
@@ -234,7 +234,7 @@ impl IpamManager {
         owner: &str,
         families: &[Family],
         objects: &dyn ObjectLookup,
-        pools: &[CiliumPodIPPool],
+        pools: &[PoolInput],
         rng: &mut dyn Random,
         now: Instant,
     ) -> Result<Vec<Allocated>, IpamError> {
@@ -262,7 +262,7 @@ impl IpamManager {
         owner: &str,
         family: Family,
         objects: &dyn ObjectLookup,
-        pools: &[CiliumPodIPPool],
+        pools: &[PoolInput],
         rng: &mut dyn Random,
         now: Instant,
     ) -> Result<Allocated, IpamError> {

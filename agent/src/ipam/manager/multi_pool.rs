@@ -10,7 +10,7 @@ use super::{
     backend::{Backend, Handed, Request},
 };
 use crate::{
-    crd::{ipam::NodeIpamWrite, pool::CiliumPodIPPool},
+    crd::ipam::NodeIpamWrite,
     ipam::{
         Family, Random,
         input::{NodeInput, NodeOutput},
@@ -75,8 +75,8 @@ impl Backend for MultiPool {
             }
             pools
                 .iter()
-                .find(|p| p.name() == pool)
-                .map(CiliumPodIPPool::skip_masquerade)
+                .find(|p| p.name == pool)
+                .map(|p| p.skip_masquerade)
                 .ok_or_else(|| PoolNotFound {
                     pool: pool.to_owned(),
                 })

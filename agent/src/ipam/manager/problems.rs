@@ -2,18 +2,16 @@
 //! enabled families and the selection context it holds. Reads only.
 
 use super::IpamManager;
-use crate::{
-    crd::pool::CiliumPodIPPool,
-    ipam::{
-        problems::{self, IpamProblem},
-        selection::ObjectLookup,
-    },
+use crate::ipam::{
+    input::PoolInput,
+    problems::{self, IpamProblem},
+    selection::ObjectLookup,
 };
 
 impl IpamManager {
     /// Whether `pool` is one no `CiliumPodIPPool` of `pools` defines (multi-pool only).
     #[must_use]
-    pub fn pool_missing(&self, pool: &str, pools: &[CiliumPodIPPool]) -> bool {
+    pub fn pool_missing(&self, pool: &str, pools: &[PoolInput]) -> bool {
         problems::pool_missing(self.config.mode.as_str(), pool, pools)
     }
 
@@ -23,7 +21,7 @@ impl IpamManager {
         &self,
         owners: impl IntoIterator<Item = &'a str>,
         objects: &dyn ObjectLookup,
-        pools: &[CiliumPodIPPool],
+        pools: &[PoolInput],
     ) -> Vec<IpamProblem> {
         problems::missing_pools(owners, &self.families(), &self.selection(objects, pools))
     }

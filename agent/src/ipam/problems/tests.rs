@@ -1,7 +1,5 @@
 //! Bad node entries and missing pools are found and worded with the field path and the fix.
 
-use std::borrow::Cow;
-
 use serde_json::json;
 
 use super::*;
@@ -9,13 +7,16 @@ use crate::{
     crd::{
         ipam::AllocationIp,
         meta::{Namespace, Pod},
-        node::NodeAddress,
+        node::{CiliumNode, NodeAddress},
         pool::CiliumPodIPPool,
     },
-    ipam::selection::{IP_POOL_ANNOTATION, ObjectLookup},
+    ipam::{
+        input::Labelled,
+        selection::{IP_POOL_ANNOTATION, ObjectLookup},
+    },
 };
 
-fn node(pool: &[&str], addresses: &[(&str, &str)]) -> CiliumNode {
+fn node(pool: &[&str], addresses: &[(&str, &str)]) -> NodeInput {
     let mut node = CiliumNode::new("node1");
     let ipam = node.ipam_spec_mut();
     for key in pool {
@@ -29,7 +30,7 @@ fn node(pool: &[&str], addresses: &[(&str, &str)]) -> CiliumNode {
             ..NodeAddress::default()
         })
         .collect();
-    node
+    NodeInput::from(&node)
 }
 
 #[test]
@@ -76,14 +77,14 @@ fn bad_pool_keys_and_addresses_are_named_with_their_field_path() {
 struct Objects(Vec<Pod>, Namespace);
 
 impl ObjectLookup for Objects {
-    fn pod(&self, namespace: &str, name: &str) -> Option<Cow<'_, Pod>> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Labelled<'_>> {
         self.0
             .iter()
             .find(|p| p.metadata.namespace == namespace && p.metadata.name == name)
-            .map(Cow::Borrowed)
+            .map(|p| Labelled::from(&p.metadata))
     }
-    fn namespace(&self, name: &str) -> Option<Cow<'_, Namespace>> {
-        (self.1.metadata.name == name).then_some(Cow::Borrowed(&self.1))
+    fn namespace(&self, name: &str) -> Option<Labelled<'_>> {
+        (self.1.metadata.name == name).then(|| Labelled::from(&self.1.metadata))
     }
 }
 
@@ -94,8 +95,10 @@ fn pod(name: &str, pool: Option<&str>) -> Pod {
     .expect("pod")
 }
 
-fn pool(name: &str) -> CiliumPodIPPool {
-    serde_json::from_value(json!({"metadata": {"name": name}, "spec": {}})).expect("pool")
+fn pool(name: &str) -> PoolInput {
+    let pool: CiliumPodIPPool =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {}})).expect("pool");
+    PoolInput::from(&pool)
 }
 
 #[test]

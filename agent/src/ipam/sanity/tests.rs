@@ -3,7 +3,7 @@
 use super::*;
 use crate::crd::{
     ipam::{AllocationIp, IpamPoolAllocation, IpamPoolSpec},
-    node::IpamSpec,
+    node::{CiliumNode, IpamSpec},
 };
 
 fn net(cidr: &str, device: &str, address: Option<&str>) -> NodeNetwork {
@@ -14,13 +14,13 @@ fn net(cidr: &str, device: &str, address: Option<&str>) -> NodeNetwork {
     }
 }
 
-fn node_with(ipam: IpamSpec) -> CiliumNode {
+fn node_with(ipam: IpamSpec) -> NodeInput {
     let mut node = CiliumNode::new("n1");
     node.spec.ipam = Some(ipam);
-    node
+    NodeInput::from(&node)
 }
 
-fn cluster_pool(cidrs: &[&str]) -> CiliumNode {
+fn cluster_pool(cidrs: &[&str]) -> NodeInput {
     node_with(IpamSpec {
         pod_cidrs: cidrs.iter().map(|c| c.parse().expect("cidr")).collect(),
         ..IpamSpec::default()

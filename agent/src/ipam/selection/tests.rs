@@ -1,11 +1,17 @@
-use std::{borrow::Cow, collections::BTreeMap};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::ipam::{
-    Family::{V4, V6},
-    mode::IpamMode,
+use crate::{
+    crd::{
+        meta::{Namespace, Pod},
+        pool::CiliumPodIPPool,
+    },
+    ipam::{
+        Family::{V4, V6},
+        mode::IpamMode,
+    },
 };
 
 #[derive(Default)]
@@ -15,14 +21,16 @@ struct Objects {
 }
 
 impl ObjectLookup for Objects {
-    fn pod(&self, namespace: &str, name: &str) -> Option<Cow<'_, Pod>> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Labelled<'_>> {
         self.pods
             .get(&(namespace.to_owned(), name.to_owned()))
-            .map(Cow::Borrowed)
+            .map(|pod| Labelled::from(&pod.metadata))
     }
 
-    fn namespace(&self, name: &str) -> Option<Cow<'_, Namespace>> {
-        self.namespaces.get(name).map(Cow::Borrowed)
+    fn namespace(&self, name: &str) -> Option<Labelled<'_>> {
+        self.namespaces
+            .get(name)
+            .map(|namespace| Labelled::from(&namespace.metadata))
     }
 }
 
@@ -150,12 +158,7 @@ fn objects() -> Objects {
     }
 }
 
-fn pool(
-    name: &str,
-    families: &str,
-    pod: Option<Value>,
-    namespace: Option<Value>,
-) -> CiliumPodIPPool {
+fn pool(name: &str, families: &str, pod: Option<Value>, namespace: Option<Value>) -> PoolInput {
     let mut spec = json!({});
     if families.contains('4') {
         spec["ipv4"] = json!({"cidrs": ["10.0.0.0/16"], "maskSize": 24});
@@ -169,11 +172,12 @@ fn pool(
     if let Some(namespace) = namespace {
         spec["namespaceSelector"] = namespace;
     }
-    serde_json::from_value(
+    let pool: CiliumPodIPPool = serde_json::from_value(
         json!({"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumPodIPPool",
         "metadata": {"name": name}, "spec": spec}),
     )
-    .expect("pool")
+    .expect("pool");
+    PoolInput::from(&pool)
 }
 
 fn labels(pairs: Value) -> Value {
@@ -182,7 +186,7 @@ fn labels(pairs: Value) -> Value {
     selector
 }
 
-fn pools() -> Vec<CiliumPodIPPool> {
+fn pools() -> Vec<PoolInput> {
     // Deliberately unsorted: selection orders by name.
     vec![
         pool("green", "4", None, Some(labels(json!({"team": "green"})))),

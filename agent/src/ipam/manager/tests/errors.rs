@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// Allocate for `owner` until it fails; the error.
-fn exhaust(m: &mut IpamManager, pools: &[CiliumPodIPPool]) -> IpamError {
+fn exhaust(m: &mut IpamManager, pools: &[PoolInput]) -> IpamError {
     let mut rng = fastrand::Rng::with_seed(7);
     let now = Instant::now();
     for n in 0..1024 {

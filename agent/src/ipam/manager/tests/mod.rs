@@ -2,22 +2,23 @@
 //! masquerade decision, what each mode writes back, and exhaustion errors naming the pool;
 //! `errors`: every error keeps its typed cause.
 
-use std::{borrow::Cow, time::Instant};
+use std::time::Instant;
 
 use super::*;
 use crate::crd::{
     ipam::{AllocationIp, IpamPoolAllocation, IpamPoolSpec},
-    meta::{Namespace, Pod},
     node::IpamSpec,
+    pool::CiliumPodIPPool,
 };
+use crate::ipam::input::Labelled;
 
 struct NoObjects;
 
 impl ObjectLookup for NoObjects {
-    fn pod(&self, _: &str, _: &str) -> Option<Cow<'_, Pod>> {
+    fn pod(&self, _: &str, _: &str) -> Option<Labelled<'_>> {
         None
     }
-    fn namespace(&self, _: &str) -> Option<Cow<'_, Namespace>> {
+    fn namespace(&self, _: &str) -> Option<Labelled<'_>> {
         None
     }
 }
@@ -81,16 +82,17 @@ fn crd_node(ips: &[&str]) -> CiliumNode {
     node
 }
 
-fn pool(name: &str, skip: bool) -> CiliumPodIPPool {
+fn pool(name: &str, skip: bool) -> PoolInput {
     let annotations = if skip {
         "\n  annotations: {ipam.cilium.io/skip-masquerade: \"true\"}"
     } else {
         ""
     };
-    serde_norway::from_str(&format!(
+    let pool: CiliumPodIPPool = serde_norway::from_str(&format!(
         "apiVersion: cilium.io/v2alpha1\nkind: CiliumPodIPPool\nmetadata:\n  name: {name}{annotations}\nspec: {{}}\n"
     ))
-    .expect("pool")
+    .expect("pool");
+    PoolInput::from(&pool)
 }
 
 #[test]
