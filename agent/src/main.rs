@@ -167,7 +167,8 @@ fn ipam(command: IpamCommand) -> anyhow::Result<()> {
                 Ok(Response::Error(e)) => bail!("{}\n{}", e.msg, e.details),
                 Ok(other) => bail!("unexpected answer from the agent: {other:?}"),
                 Err(e) => bail!(
-                    "{e}; is weft-agent running with --socket {}?",
+                    "{}; is weft-agent running with --socket {}?",
+                    weft_agent::error::chain(&e),
                     socket.display()
                 ),
             }

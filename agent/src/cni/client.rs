@@ -5,7 +5,7 @@
 
 use std::{
     collections::HashMap,
-    fs,
+    fs, io,
     io::{BufRead as _, BufReader, Write as _},
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
@@ -19,6 +19,7 @@ use super::{
         parse_cni_args, valid_container_id, valid_ifname,
     },
 };
+use crate::error::chain;
 
 /// What the plugin prints and its exit code.
 #[derive(Debug, PartialEq, Eq)]
@@ -172,7 +173,8 @@ fn invoke<S: std::hash::BuildHasher>(
         }),
         Ok(Response::Done | Response::Explained(_) | Response::Status(_)) => Ok(String::new()),
         Ok(Response::Error(error)) => Err(error),
-        Err(reason) => {
+        Err(error) => {
+            let reason = chain(&error);
             if let Request::Del(pod) = &request {
                 return queue_delete(Path::new(&dir), pod).map(|()| String::new()).map_err(|e| {
                     CniError::new(&version, code::IO_FAILURE, format!("weft-agent is unreachable ({reason}) and the DEL could not be queued in {dir}"), e.to_string())
@@ -265,42 +267,91 @@ fn pod_request<S: std::hash::BuildHasher>(
     })
 }
 
+/// Why a question to the agent got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    /// Nothing accepts connections on the socket.
+    #[error("connect {}", socket.display())]
+    Connect {
+        /// The socket.
+        socket: PathBuf,
+        /// What the connection attempt said.
+        #[source]
+        source: io::Error,
+    },
+    /// The request could not be sent (or the connection set up).
+    #[error("send")]
+    Send(#[source] io::Error),
+    /// The request does not encode.
+    #[error("encode the request")]
+    Encode(#[source] serde_json::Error),
+    /// No answer could be read.
+    #[error("receive")]
+    Receive(#[source] io::Error),
+    /// The answer is not one this plugin understands.
+    #[error("agent answered {answer:?}")]
+    Decode {
+        /// The answer as read.
+        answer: String,
+        /// Why it does not decode.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Send `request` to the agent and read its response.
 ///
 /// # Errors
-/// The socket cannot be reached, or the exchange failed (the text says why).
-pub fn ask(socket: &Path, request: &Request) -> Result<Response, String> {
-    let stream =
-        UnixStream::connect(socket).map_err(|e| format!("connect {}: {e}", socket.display()))?;
+/// [`AskError`]: the socket cannot be reached, or the exchange failed.
+pub fn ask(socket: &Path, request: &Request) -> Result<Response, AskError> {
+    let stream = UnixStream::connect(socket).map_err(|source| AskError::Connect {
+        socket: socket.to_path_buf(),
+        source,
+    })?;
     stream
         .set_read_timeout(Some(Duration::from_mins(2)))
-        .map_err(|e| e.to_string())?;
-    let mut line = serde_json::to_string(request).map_err(|e| e.to_string())?;
+        .map_err(AskError::Send)?;
+    let mut line = serde_json::to_string(request).map_err(AskError::Encode)?;
     line.push('\n');
     (&stream)
         .write_all(line.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
+        .map_err(AskError::Send)?;
     let mut answer = String::new();
     BufReader::new(&stream)
         .read_line(&mut answer)
-        .map_err(|e| format!("receive: {e}"))?;
-    serde_json::from_str(&answer).map_err(|e| format!("agent answered {answer:?}: {e}"))
+        .map_err(AskError::Receive)?;
+    serde_json::from_str(&answer).map_err(|source| AskError::Decode { answer, source })
 }
 
 /// Queue a DEL in `dir` (atomically: temp file + rename), to be replayed by the agent.
 ///
 /// # Errors
 /// The directory cannot be created or written.
-pub fn queue_delete(dir: &Path, pod: &PodRequest) -> std::io::Result<()> {
+pub fn queue_delete(dir: &Path, pod: &PodRequest) -> io::Result<()> {
     fs::create_dir_all(dir)?;
     let name = format!("{}-{}.json", pod.container_id, pod.ifname);
-    let body = serde_json::to_vec(&Request::Del(pod.clone())).map_err(std::io::Error::other)?;
+    let body = serde_json::to_vec(&Request::Del(pod.clone())).map_err(io::Error::other)?;
     crate::fsutil::write_atomic(&dir.join(name), &body, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agent_that_is_not_there_is_a_connect_error_with_its_io_cause() {
+        let socket = std::env::temp_dir().join(format!("weft-ask-{}.sock", std::process::id()));
+        let error = ask(&socket, &Request::AgentStatus).expect_err("nothing listens");
+        let AskError::Connect { source, .. } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+        assert!(
+            chain(&error).starts_with(&format!("connect {}: No such file", socket.display())),
+            "{}",
+            chain(&error)
+        );
+    }
 
     /// A valid ADD environment: only the configuration on stdin decides.
     fn add_env() -> HashMap<String, String> {

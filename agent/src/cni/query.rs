@@ -5,26 +5,28 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    client::ask,
+    client::{AskError, ask},
     proto::{Request, Response},
 };
-use crate::status::AgentStatus;
+use crate::{error::chain, status::AgentStatus};
 
 /// Why the status could not be fetched.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
     /// Nothing answers on the socket.
     #[error(
-        "weft-agent is not running, or not answering, on {socket}: {reason}\n\
+        "weft-agent is not running, or not answering, on {socket}: {}\n\
          Start it with `weft-agent run --node-name <node> --store <dir>` (or without --store \
          against Kubernetes; on a cluster it is the weft-agent DaemonSet pod on this node), or \
-         pass --socket / WEFT_SOCK if it serves another socket"
+         pass --socket / WEFT_SOCK if it serves another socket",
+        chain(cause)
     )]
     NotRunning {
         /// The socket asked.
         socket: PathBuf,
-        /// What the connection attempt said.
-        reason: String,
+        /// Why the question got no answer (in the text, before the fix; not a `source`, so a
+        /// printed chain does not say it twice).
+        cause: AskError,
     },
     /// The agent answered something else (another weft version?).
     #[error(
@@ -49,9 +51,9 @@ pub fn agent_status(socket: &Path) -> Result<AgentStatus, StatusError> {
             socket: socket.to_path_buf(),
             answer: format!("{other:?}").chars().take(200).collect(),
         }),
-        Err(reason) => Err(StatusError::NotRunning {
+        Err(cause) => Err(StatusError::NotRunning {
             socket: socket.to_path_buf(),
-            reason,
+            cause,
         }),
     }
 }
@@ -66,7 +68,20 @@ mod tests {
             std::env::temp_dir().join(format!("weft-no-agent-{}.sock", std::process::id()));
         let error = agent_status(&socket).expect_err("nothing listens");
         let text = error.to_string();
-        assert!(matches!(error, StatusError::NotRunning { .. }), "{text}");
+        assert!(
+            matches!(
+                error,
+                StatusError::NotRunning {
+                    cause: AskError::Connect { .. },
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("No such file"),
+            "the cause is in the text: {text}"
+        );
         assert!(text.contains(&socket.display().to_string()), "{text}");
         assert!(text.contains("weft-agent run --node-name"), "{text}");
     }
