@@ -5,7 +5,8 @@
 //! Each mode is one [`backend::Backend`] in its own file (`host_scope`, `crd`, `multi_pool`,
 //! `delegated`); this file keeps what they share: the families, pool selection, the static IP
 //! wait and readiness at start. The CiliumNode reaches the backends only as IPAM's own
-//! [`NodeInput`] / [`NodeOutput`] (`crate::ipam::input`, the one adapter from the wire type).
+//! [`NodeInput`] / [`NodeOutput`], the pools as [`PoolInput`] (`crate::ipam::input`, the one
+//! adapter from the wire types).
 //! Errors are typed (`error`): the allocator's own error stays the source. Pure like the rest
 //! of `ipam`: objects, time and randomness come in as arguments.
 
