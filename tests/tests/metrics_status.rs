@@ -220,22 +220,23 @@ fn the_scrape_follows_a_del_and_counts_the_release() {
     agent.put_doc("ciliumnodes/node1.yaml", CLUSTER_POOL_NODE);
     agent.start();
     let web = add(&agent, "default", "web");
-    // The sandbox lives, so the DEL's release follows its answer (with the veth deletion).
+    // The sandbox lives, so the DEL's release follows its answer (with the veth deletion). A
+    // scrape reads the usage gauges before the counters, so one taken while the release runs
+    // can count it and still show the address in use: wait for a scrape that shows both.
     del(&agent, &web);
     let pool = r#"{pool="default",family="ipv4"}"#;
-    let after = wait_for("the DEL's release", Duration::from_secs(10), || {
-        let after = scrape(&agent);
-        let releases = format!("weft_ipam_ip_release_ops_total{pool}");
-        after
-            .lines()
-            .any(|l| l.starts_with(&releases))
-            .then_some(after.clone())
-            .ok_or(after)
-    });
-    assert_eq!(
-        sample(&after, &format!("weft_ipam_pool_used_ips{pool}")),
-        1,
-        "router only"
+    let after = wait_for(
+        "a scrape with the DEL's release and only the router in use",
+        Duration::from_secs(10),
+        || {
+            let after = scrape(&agent);
+            let release_series = format!("weft_ipam_ip_release_ops_total{pool}");
+            let released = after.lines().any(|l| l.starts_with(&release_series));
+            let used = sample(&after, &format!("weft_ipam_pool_used_ips{pool}"));
+            (released && used == 1)
+                .then_some(after.clone())
+                .ok_or(after)
+        },
     );
     assert_eq!(
         sample(&after, &format!("weft_ipam_ip_release_ops_total{pool}")),

@@ -323,6 +323,20 @@ struct Slot {
 }
 
 /// The value of an unlabelled-by-pool gauge line `name{…} value` in `/metrics`.
+/// Wait, bounded (10 s), for the background finishes of the last DELs, answered before their
+/// veths were deleted (the sandboxes live): the veth, then the record, then the release. The
+/// caller's checks then say what is left.
+fn settle_finishes(agent: &Agent, used_before: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(veths().is_empty()
+        && records(agent) == 0
+        && gauge(agent, "weft_ipam_used_ips") == used_before)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn gauge(agent: &Agent, name: &str) -> u64 {
     let (status, body) = agent.http_get("/metrics");
     assert_eq!(status, 200);
@@ -451,12 +465,7 @@ fn a_thousand_add_del_cycles_with_datapath_failures_leak_nothing() {
         "every injected failure failed its ADD"
     );
 
-    // The last DELs answered before their veths were deleted (the sandboxes live): wait for
-    // their background finishes, bounded.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !veths().is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    settle_finishes(&agent, used_before);
     let veths_left = veths();
     let endpoints_left = endpoint_ips(&agent);
     let ipcache_after = ipcache_prefixes(&agent);
