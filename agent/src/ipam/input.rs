@@ -1,9 +1,9 @@
 //! What IPAM reads, as its own types: the one adapter from the wire types to the fields the
 //! allocators and pool selection use. The own CiliumNode becomes a [`NodeInput`] (and the parts
 //! a write-back is computed against a [`NodeOutput`]), a CiliumPodIPPool a [`PoolInput`] with
-//! its selectors compiled, and a pod's or namespace's metadata a [`Labelled`]. The rest of
-//! `ipam` never names a CiliumNode, a CiliumPodIPPool, a Pod or a Namespace, so a change of
-//! the wire types stays here. The allocators' entries (a CRD pool entry, a multi-pool
+//! its selectors compiled, and a pod's or namespace's metadata a [`Labelled`]. Past the
+//! manager's entry points, the rest of `ipam` never names a CiliumNode, a CiliumPodIPPool, a
+//! Pod or a Namespace, so a change of the wire types stays here. The allocators' entries (a CRD pool entry, a multi-pool
 //! allocation) are still the wire structs they write back.
 
 use std::collections::BTreeMap;

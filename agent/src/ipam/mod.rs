@@ -4,8 +4,10 @@
 //!
 //! What IPAM reads comes in as its own input types, converted from the wire types in `input`,
 //! the one adapter: the own CiliumNode as [`input::NodeInput`], CiliumPodIPPools as
-//! [`input::PoolInput`] (selectors compiled), pods and namespaces as [`input::Labelled`]. No
-//! other module of `ipam` names a CiliumNode, a CiliumPodIPPool, a Pod or a Namespace. What
+//! [`input::PoolInput`] (selectors compiled), pods and namespaces as [`input::Labelled`]. Only
+//! the facade's two entry points for the own CiliumNode (`IpamManager::observe_node` and
+//! `node_write`) take the wire object, and hand it straight to `input`; nothing else in `ipam`
+//! names a CiliumNode, a CiliumPodIPPool, a Pod or a Namespace. What
 //! IPAM writes back is in the CiliumNode's wire shapes (`crd::ipam`: a CRD pool entry, a pool
 //! allocation and demand, [`crate::crd::ipam::NodeIpamWrite`]), since those are the fields it
 //! owns there. Nothing in the crd types imports `ipam`.
