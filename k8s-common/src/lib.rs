@@ -18,4 +18,4 @@ pub mod instrument;
 pub mod labels;
 pub mod resource;
 
-pub use self::resource::{DecodeError, Resource};
+pub use self::resource::{DecodeError, FieldError, Resource};

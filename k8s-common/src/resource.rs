@@ -2,6 +2,8 @@
 //! and the decoding of a `DynamicObject` into a `crate::crd` wire type with the path of the
 //! field that does not fit.
 
+use std::sync::Arc;
+
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject},
@@ -10,13 +12,36 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// A JSON document that is not a Kubernetes object of the resource it was meant for.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{resource}: {reason}")]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{resource}")]
 pub struct DecodeError {
     /// The resource's plural name.
     pub resource: String,
     /// What is wrong.
-    pub reason: String,
+    #[source]
+    pub source: Arc<serde_json::Error>,
+}
+
+/// A JSON document that does not decode into a wire type: the field at `path` has the wrong
+/// form. Cheap to clone (the cause is shared), so a snapshot can keep it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("field {path}")]
+pub struct FieldError {
+    /// The field's path (`spec.ipam.pools.allocated[0].cidrs[1]`; `.` for the document).
+    pub path: String,
+    /// What is wrong with it.
+    #[source]
+    pub source: Arc<serde_json::Error>,
+}
+
+impl FieldError {
+    /// Whether the field is `dotted` or lies under it (`spec.ipam` holds `spec.ipam.pool`).
+    #[must_use]
+    pub fn is_under(&self, dotted: &str) -> bool {
+        self.path
+            .strip_prefix(dotted)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    }
 }
 
 /// A resource weft reads or writes.
@@ -110,7 +135,7 @@ impl Resource {
     pub fn object(self, doc: Value) -> Result<DynamicObject, DecodeError> {
         serde_json::from_value(doc).map_err(|e| DecodeError {
             resource: self.plural().to_owned(),
-            reason: e.to_string(),
+            source: Arc::new(e),
         })
     }
 
@@ -135,10 +160,10 @@ pub fn to_json(object: &DynamicObject) -> Value {
 ///
 /// # Errors
 /// The field at the returned path has the wrong form.
-pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        format!("field {path}: {}", e.inner())
+pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|e| FieldError {
+        path: e.path().to_string(),
+        source: Arc::new(e.into_inner()),
     })
 }
 
@@ -156,10 +181,10 @@ mod tests {
             "spec": {"ipam": {"pools": {"allocated": [{"pool": "a", "cidrs": ["10.0.0.0/24", "banana"]}]}}}
         });
         let e = decode::<CiliumNode>(&bad).expect_err("bad CIDR");
-        assert!(
-            e.starts_with("field spec.ipam.pools.allocated[0].cidrs[1]:"),
-            "{e}"
-        );
+        assert_eq!(e.path, "spec.ipam.pools.allocated[0].cidrs[1]");
+        assert!(e.source.is_data(), "{}", e.source);
+        assert!(e.is_under("spec.ipam.pools") && e.is_under("spec.ipam"));
+        assert!(!e.is_under("spec.ipam.pool") && !e.is_under("status"));
     }
 
     #[test]

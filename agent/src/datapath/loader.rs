@@ -96,7 +96,7 @@ impl Datapath {
         &self.pin_dir
     }
 
-    /// How programs are attached, as configured ([`AttachMode::for_hook`] decides per hook).
+    /// How programs are attached, as configured (`auto` is decided per hook when attaching).
     #[must_use]
     pub const fn attach_mode(&self) -> AttachMode {
         self.attach_mode

@@ -145,12 +145,12 @@ fn read_custom(config: &NodeSeedConfig) -> Result<CustomCniConf, K8sError> {
         path: path.clone(),
         source,
     })?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| K8sError::CniConfParse {
+    let value: Value = serde_json::from_str(&text).map_err(|source| K8sError::CniConfJson {
         path: path.clone(),
-        reason: e.to_string(),
+        source,
     })?;
-    super::resources::decode(&value).map_err(|reason| K8sError::CniConfParse {
+    super::resources::decode(&value).map_err(|source| K8sError::CniConfParse {
         path: path.clone(),
-        reason,
+        source,
     })
 }

@@ -108,9 +108,8 @@ impl EndpointPublisher {
                 Err(e) => return Err(K8sError::from_api("create", "ciliumidentities", e)),
             }
         }
-        Err(K8sError::Decode {
-            resource: "ciliumidentities".into(),
-            reason: format!("{CREATE_ATTEMPTS} identity ids in a row were taken"),
+        Err(K8sError::IdentitiesTaken {
+            attempts: CREATE_ATTEMPTS,
         })
     }
 

@@ -28,6 +28,7 @@ use crate::{
         nodeconfig::CiliumNodeConfig,
         pool::CiliumPodIPPool,
     },
+    error::chain,
     store::{EndpointSummary, Snapshot},
 };
 
@@ -156,6 +157,8 @@ enum Object {
     NodeConfig(Box<CiliumNodeConfig>),
     Endpoint(Arc<EndpointSummary>),
     Identity(Box<CiliumIdentity>),
+    /// A resource no watch delivers (core Nodes, Events): nothing to keep.
+    Unwatched,
 }
 
 /// `metadata.<field>` of `doc`, empty when missing.
@@ -176,8 +179,10 @@ fn receive(watch: Watch, doc: &Value) -> Received {
         Resource::CiliumEndpoint => decode::<CiliumEndpoint>(doc)
             .map(|cep| Object::Endpoint(Arc::new(EndpointSummary::from(&cep)))),
         Resource::CiliumIdentity => decode(doc).map(Object::Identity),
-        Resource::Node | Resource::Event => Err("not watched".to_owned()),
-    };
+        Resource::Node | Resource::Event => Ok(Object::Unwatched),
+    }
+    // The report the snapshot keeps and the Event says: the field's path and what is wrong.
+    .map_err(|e| chain(&e));
     let keep_raw =
         watch == Watch::OwnNode || (watch.resource() == Resource::CiliumNode && object.is_err());
     Received {
@@ -267,6 +272,7 @@ fn install(
                 }
                 Object::Endpoint(e) => drop(snapshot.endpoints.insert((namespace, name), e)),
                 Object::Identity(i) => drop(snapshot.identities.insert(name, *i)),
+                Object::Unwatched => {}
             }
             snapshot.problems.remove(&PathBuf::from(&key));
             debug!(object = %key, "updated");

@@ -27,7 +27,7 @@ use kube::Client;
 pub use weft_k8s::{
     client::status_code,
     instrument,
-    resource::{self as resources, DecodeError, Resource},
+    resource::{self as resources, DecodeError, FieldError, Resource},
 };
 
 pub use self::store::KubeStore;
@@ -65,13 +65,14 @@ pub enum K8sError {
     /// A test injected a failure (`WEFT_TEST_FAULTS`).
     #[error(transparent)]
     Injected(#[from] crate::faults::Injected),
-    /// An object the API server returned does not decode.
-    #[error("{resource}: {reason}")]
-    Decode {
-        /// `plural/name`.
-        resource: String,
-        /// What is wrong, with the field's path.
-        reason: String,
+    /// An object the agent built is not one of its resource.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// Every identity id tried for a new CiliumIdentity was taken by another agent meanwhile.
+    #[error("ciliumidentities: {attempts} identity ids in a row were taken")]
+    IdentitiesTaken {
+        /// How many ids were tried.
+        attempts: u32,
     },
     /// Azure IPAM needs the node's provider ID.
     #[error("v1.Node {node} cannot be used for Azure IPAM")]
@@ -91,13 +92,23 @@ pub enum K8sError {
         #[source]
         source: std::io::Error,
     },
-    /// The custom CNI configuration does not parse.
-    #[error("custom CNI configuration {path} (read-cni-conf): {reason}")]
+    /// The custom CNI configuration is not JSON.
+    #[error("custom CNI configuration {path} (read-cni-conf)")]
+    CniConfJson {
+        /// The file.
+        path: PathBuf,
+        /// Where and why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The custom CNI configuration is JSON of the wrong shape.
+    #[error("custom CNI configuration {path} (read-cni-conf)")]
     CniConfParse {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
-        reason: String,
+        /// The field that does not fit.
+        #[source]
+        source: FieldError,
     },
 }
 
@@ -127,15 +138,6 @@ impl K8sError {
                 None => true,
             },
             _ => false,
-        }
-    }
-}
-
-impl From<DecodeError> for K8sError {
-    fn from(e: DecodeError) -> Self {
-        Self::Decode {
-            resource: e.resource,
-            reason: e.reason,
         }
     }
 }

@@ -27,6 +27,7 @@ use super::{
 };
 use crate::{
     crd::node::CiliumNode,
+    error::chain,
     store::{
         NodeWrite, merge_writes,
         writeback::{self, ADDRESSES, POOLS, RELEASE_IPS, USED},
@@ -51,7 +52,7 @@ pub(super) async fn write_loop(inner: std::sync::Arc<Inner>) {
             }
             Ok(false) => {}
             Err(error) => {
-                warn!(error = %crate::error::chain(&error), "writing CiliumNode; will retry");
+                warn!(error = %chain(&error), "writing CiliumNode; will retry");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(inner.debounce.max(Duration::from_secs(1)));
                 inner.wake.notify_one();
@@ -178,10 +179,8 @@ fn parts(
     let invalid = decode::<CiliumNode>(fresh).err();
     let allowed = |path: &[&str]| {
         let dotted = path.join(".");
-        if let Some(reason) = &invalid
-            && reason.starts_with(&format!("field {dotted}"))
-        {
-            warn!(field = %dotted, %reason, "not writing a part of CiliumNode that another writer made invalid");
+        if let Some(invalid) = invalid.as_ref().filter(|e| e.is_under(&dotted)) {
+            warn!(field = %dotted, reason = %chain(invalid), "not writing a part of CiliumNode that another writer made invalid");
             return false;
         }
         same_version

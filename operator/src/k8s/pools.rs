@@ -19,6 +19,7 @@ use weft_k8s::{
 
 use super::OperatorK8sError;
 use crate::{
+    chain,
     ipam::{
         cidrset::ReservedRange,
         multipool::{FamilySpec, PoolSpec},
@@ -82,7 +83,8 @@ pub fn pool_view(doc: &Value) -> PoolView {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let spec = decode::<CiliumPodIPPool>(doc).and_then(|pool| {
+    let decoded = decode::<CiliumPodIPPool>(doc).map_err(|e| chain(&e));
+    let spec = decoded.and_then(|pool| {
         let mut reserved = Vec::new();
         let ipv4 = family(pool.spec.ipv4.as_ref(), "spec.ipv4", &mut reserved)?;
         let ipv6 = family(pool.spec.ipv6.as_ref(), "spec.ipv6", &mut reserved)?;
