@@ -19,7 +19,7 @@ use std::{
 use nix::{errno::Errno, sched::CloneFlags};
 
 /// The calling thread's own network namespace file.
-const THREAD_SELF_NETNS: &str = "/proc/thread-self/ns/net";
+pub(crate) const THREAD_SELF_NETNS: &str = "/proc/thread-self/ns/net";
 
 /// Errors from opening or switching network namespaces.
 #[derive(Debug, thiserror::Error)]

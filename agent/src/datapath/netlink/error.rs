@@ -151,6 +151,15 @@ pub enum NetlinkError {
     /// A test injected a failure (`WEFT_TEST_FAULTS`).
     #[error(transparent)]
     Injected(#[from] crate::faults::Injected),
+    /// The thread or runtime the deletion of a link runs on could not be had.
+    #[error("cannot run the deletion of link {ifname} on a blocking thread")]
+    OffWorker {
+        /// The interface name.
+        ifname: String,
+        /// What failed (the runtime's creation, or the thread's join).
+        #[source]
+        source: io::Error,
+    },
     /// Deleting a link failed.
     #[error("cannot delete link {ifname}")]
     DeleteLink {

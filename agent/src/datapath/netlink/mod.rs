@@ -127,13 +127,37 @@ pub async fn create_pod_iface(spec: &PodIfaceSpec<'_>) -> Result<PodIface, Netli
     }
 }
 
-/// Deletes a pod's host veth (its peer and routes go with it).
+/// Deletes a pod's host veth (its peer and routes go with it), in the calling thread's netns.
+///
+/// The kernel deletes the pair inside the request's send, holding RTNL and waiting for an RCU
+/// grace period: tens of milliseconds while other veths go too, during which the sending
+/// thread is blocked. So the request is sent from a blocking thread (with a runtime of its own,
+/// its socket opened in the caller's namespace), and the async workers meanwhile go on
+/// answering CNI requests.
 ///
 /// # Errors
 /// Fails if netlink does; returns `Ok(false)` if there was no such link.
 pub async fn delete_pod_iface(host_ifname: &str) -> Result<bool, NetlinkError> {
     check_ifname(host_ifname)?;
-    delete_link(&connect()?, host_ifname).await
+    let netns = netns::open_netns(Path::new(netns::THREAD_SELF_NETNS))?;
+    let ifname = host_ifname.to_owned();
+    let off_worker = |source| NetlinkError::OffWorker {
+        ifname: host_ifname.to_owned(),
+        source,
+    };
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(|source| NetlinkError::OffWorker {
+                ifname: ifname.clone(),
+                source,
+            })?;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", netns.as_raw_fd()));
+        runtime.block_on(async { delete_link(&connect_in(&path)?, &ifname).await })
+    })
+    .await
+    .map_err(|e| off_worker(std::io::Error::other(e)))?
 }
 
 /// The ifindex of link `name` in the calling thread's netns, if it exists.
