@@ -127,18 +127,27 @@ pub async fn create_pod_iface(spec: &PodIfaceSpec<'_>) -> Result<PodIface, Netli
     }
 }
 
+/// How many veth deletions [`delete_pod_iface`] runs at once.
+pub const DELETING_AT_ONCE: usize = 4;
+
+/// The turns of [`delete_pod_iface`].
+static DELETING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(DELETING_AT_ONCE);
+
 /// Deletes a pod's host veth (its peer and routes go with it), in the calling thread's netns.
 ///
 /// The kernel deletes the pair inside the request's send, holding RTNL and waiting for an RCU
 /// grace period: tens of milliseconds while other veths go too, during which the sending
 /// thread is blocked. So the request is sent from a blocking thread (with a runtime of its own,
 /// its socket opened in the caller's namespace), and the async workers meanwhile go on
-/// answering CNI requests.
+/// answering CNI requests. The kernel deletes one pair at a time anyway, so at most
+/// [`DELETING_AT_ONCE`] such threads run; a node's drain does not start a thread per pod.
 ///
 /// # Errors
 /// Fails if netlink does; returns `Ok(false)` if there was no such link.
 pub async fn delete_pod_iface(host_ifname: &str) -> Result<bool, NetlinkError> {
     check_ifname(host_ifname)?;
+    // The semaphore is never closed, so acquiring cannot fail.
+    let _turn = DELETING.acquire().await.ok();
     let netns = netns::open_netns(Path::new(netns::THREAD_SELF_NETNS))?;
     let ifname = host_ifname.to_owned();
     let off_worker = |source| NetlinkError::OffWorker {
