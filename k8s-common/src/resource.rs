@@ -2,8 +2,6 @@
 //! and the decoding of a `DynamicObject` into a `crate::crd` wire type with the path of the
 //! field that does not fit.
 
-use std::sync::Arc;
-
 use kube::{
     Api, Client,
     api::{ApiResource, DynamicObject},
@@ -12,26 +10,26 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// A JSON document that is not a Kubernetes object of the resource it was meant for.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[error("{resource}")]
 pub struct DecodeError {
     /// The resource's plural name.
     pub resource: String,
     /// What is wrong.
     #[source]
-    pub source: Arc<serde_json::Error>,
+    pub source: serde_json::Error,
 }
 
 /// A JSON document that does not decode into a wire type: the field at `path` has the wrong
-/// form. Cheap to clone (the cause is shared), so a snapshot can keep it.
-#[derive(Debug, Clone, thiserror::Error)]
+/// form.
+#[derive(Debug, thiserror::Error)]
 #[error("field {path}")]
 pub struct FieldError {
     /// The field's path (`spec.ipam.pools.allocated[0].cidrs[1]`; `.` for the document).
     pub path: String,
     /// What is wrong with it.
     #[source]
-    pub source: Arc<serde_json::Error>,
+    pub source: serde_json::Error,
 }
 
 impl FieldError {
@@ -135,7 +133,7 @@ impl Resource {
     pub fn object(self, doc: Value) -> Result<DynamicObject, DecodeError> {
         serde_json::from_value(doc).map_err(|e| DecodeError {
             resource: self.plural().to_owned(),
-            source: Arc::new(e),
+            source: e,
         })
     }
 
@@ -163,7 +161,7 @@ pub fn to_json(object: &DynamicObject) -> Value {
 pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
     serde_path_to_error::deserialize(value).map_err(|e| FieldError {
         path: e.path().to_string(),
-        source: Arc::new(e.into_inner()),
+        source: e.into_inner(),
     })
 }
 

@@ -150,11 +150,7 @@ pub async fn delete_pod_iface(host_ifname: &str) -> Result<bool, NetlinkError> {
     let _turn = DELETING.acquire().await.ok();
     let netns = netns::open_netns(Path::new(netns::THREAD_SELF_NETNS))?;
     let ifname = host_ifname.to_owned();
-    let off_worker = |source| NetlinkError::OffWorker {
-        ifname: host_ifname.to_owned(),
-        source,
-    };
-    tokio::task::spawn_blocking(move || {
+    let deleted = tokio::task::spawn_blocking(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .build()
@@ -165,8 +161,11 @@ pub async fn delete_pod_iface(host_ifname: &str) -> Result<bool, NetlinkError> {
         let path = PathBuf::from(format!("/proc/self/fd/{}", netns.as_raw_fd()));
         runtime.block_on(async { delete_link(&connect_in(&path)?, &ifname).await })
     })
-    .await
-    .map_err(|e| off_worker(std::io::Error::other(e)))?
+    .await;
+    deleted.map_err(|e| NetlinkError::OffWorker {
+        ifname: host_ifname.to_owned(),
+        source: std::io::Error::other(e),
+    })?
 }
 
 /// The ifindex of link `name` in the calling thread's netns, if it exists.
