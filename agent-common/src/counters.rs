@@ -42,14 +42,20 @@ pub mod reason {
     pub const SNAT_SKIP_CLUSTER: u32 = 10;
     /// Pod traffic left unmasqueraded: a reply (echo reply, or a flow the outside opened).
     pub const SNAT_SKIP_REPLY: u32 = 11;
-    /// Reply to masqueraded traffic: destination restored to the pod and delivered.
+    /// Reply to masqueraded traffic: destination restored to the pod, handed to the stack.
     pub const REV_SNAT: u32 = 12;
     /// Dropped: no free masquerade port for a new flow.
     pub const DROP_NAT_NO_PORT: u32 = 13;
     /// Dropped: pod traffic that needs masquerading but cannot be (IP fragments).
     pub const DROP_NAT_UNSUPPORTED: u32 = 14;
+    /// To a local pod, but through the host stack: a socket of the flow has a flow through the
+    /// stack (a Service, say), so conntrack must see this flow both ways (`stack` map).
+    pub const PASS_STACK_FLOW: u32 = 15;
+    /// Native device: to a local pod, handed to the host stack so netfilter sees both
+    /// directions of the flow (conntrack, kube-proxy's reverse NAT).
+    pub const NETDEV_TO_POD: u32 = 16;
     /// Number of reasons in use (rows printed by `weft-agent bpf counters`).
-    pub const COUNT: u32 = 15;
+    pub const COUNT: u32 = 17;
 
     /// Stable, human-readable name of a reason (CLI output and metrics label).
     #[must_use]
@@ -70,6 +76,8 @@ pub mod reason {
             REV_SNAT => "rev_snat",
             DROP_NAT_NO_PORT => "drop_nat_no_port",
             DROP_NAT_UNSUPPORTED => "drop_nat_unsupported",
+            PASS_STACK_FLOW => "pass_stack_flow",
+            NETDEV_TO_POD => "netdev_to_pod",
             _ => "unknown",
         }
     }

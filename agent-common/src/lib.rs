@@ -44,12 +44,14 @@ pub mod ipcache;
 pub mod maps;
 pub mod masq;
 pub mod nat;
+pub mod stack;
 
 pub use counters::{Counter, reason};
 pub use endpoint::{EndpointInfo, EndpointKey, IfaceInfo};
 pub use ipcache::{IpcacheInfo, IpcacheKey};
 pub use masq::{MasqInfo, MasqKey};
 pub use nat::{NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo};
+pub use stack::{StackInfo, StackKey};
 
 /// Ethernet address as it appears on the wire.
 pub type MacAddr = [u8; 6];

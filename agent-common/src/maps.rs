@@ -47,6 +47,12 @@ pub const NETDEVS: &str = "weft_devs_v1";
 /// Capacity of the native-devices map.
 pub const NETDEVS_MAX: u32 = 64;
 
+/// Stack flows (`LRU_HASH`, [`crate::StackKey`] → [`crate::StackInfo`]): pod sockets with a
+/// flow through the host stack, whose flows to local pods take the stack too.
+pub const STACK_FLOWS: &str = "weft_stack_v1";
+/// Capacity of the stack-flows map: pod sockets with a flow off the node or to a Service.
+pub const STACK_FLOWS_MAX: u32 = 65_536;
+
 /// tc program on the host-side veth, ingress (packets leaving the pod).
 pub const PROG_FROM_CONTAINER: &str = "from_container";
 /// tc program on a native device, egress: masquerades pod traffic leaving the node.
@@ -75,7 +81,7 @@ pub const BENCH_SAVED: &str = "weft_bench_head";
 pub const RETIRED_MAPS: [&str; 1] = ["weft_ctrs_v1"];
 
 /// Every map the agent pins, in the order it adopts them.
-pub const PINNED_MAPS: [&str; 8] = [
+pub const PINNED_MAPS: [&str; 9] = [
     ENDPOINTS,
     IFACES,
     COUNTERS,
@@ -84,4 +90,5 @@ pub const PINNED_MAPS: [&str; 8] = [
     NAT4,
     NAT6,
     NETDEVS,
+    STACK_FLOWS,
 ];

@@ -4,9 +4,11 @@
 //! here (`neigh`); an IP packet whose source is not an endpoint behind this interface is
 //! dropped; an IP packet to a local endpoint gets its TTL decremented and its L2 addresses
 //! rewritten as a router would, then goes straight into the destination pod with
-//! `bpf_redirect_peer`; everything else goes to the host stack.
+//! `bpf_redirect_peer`, unless its flow must be seen by conntrack (`stack`: either socket has
+//! a flow through the stack, such as a Service flow kube-proxy translated, whose replies need
+//! the reverse NAT); everything else goes to the host stack, its socket recorded in `stack`.
 
-use agent_common::{EndpointInfo, EndpointKey, endpoint::ENDPOINT_F_HOST, reason};
+use agent_common::{EndpointInfo, EndpointKey, StackKey, endpoint::ENDPOINT_F_HOST, reason};
 use aya_ebpf::{
     bindings::{TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT},
     helpers::bpf_redirect_peer,
@@ -20,6 +22,7 @@ use crate::{
         ETH_LEN, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6, EthHdr, IPPROTO_ICMPV6, Ipv4Hdr, Ipv6Hdr,
         Truncated, ipv4_decrement_ttl, ptr_at,
     },
+    stack::{self, Flow},
 };
 
 /// What happened to a packet: the counter reason and the tc verdict.
@@ -44,6 +47,10 @@ impl Outcome {
     pub const REDIRECT_FAILED: Self = Self {
         why: reason::DROP_REDIRECT_FAILED,
         verdict: TC_ACT_SHOT,
+    };
+    pub const STACK_FLOW: Self = Self {
+        why: reason::PASS_STACK_FLOW,
+        verdict: TC_ACT_OK,
     };
 }
 
@@ -92,7 +99,8 @@ fn source_ok(key: &EndpointKey, ifindex: u32) -> bool {
 fn ipv4(ctx: &TcContext) -> Result<Outcome, Outcome> {
     let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN)?;
     // SAFETY: bounds checked by `ptr_at`; the pointer stays valid until a helper changes the skb.
-    let (ver_ihl, src, dst, ttl) = unsafe { ((*ip).ver_ihl, (*ip).src, (*ip).dst, (*ip).ttl) };
+    let (ver_ihl, frag, proto, src, dst) =
+        unsafe { ((*ip).ver_ihl, (*ip).frag, (*ip).proto, (*ip).src, (*ip).dst) };
     if ver_ihl >> 4 != 4 || ver_ihl & 0x0f < 5 {
         return Err(Outcome::MALFORMED);
     }
@@ -103,14 +111,39 @@ fn ipv4(ctx: &TcContext) -> Result<Outcome, Outcome> {
     if !source_ok(&EndpointKey::v4(src), ingress_ifindex(ctx)) {
         return Err(Outcome::INVALID_SOURCE);
     }
+    let l4_off = ETH_LEN + usize::from(ver_ihl & 0x0f) * 4;
+    let fragment = u16::from_be_bytes(frag) & 0x3fff != 0;
+    let flow = stack::flow(ctx, l4_off, proto, fragment);
     let Some(ep) = local_destination(&EndpointKey::v4(dst)) else {
+        if let Flow::Ports(sport, dport) = flow {
+            stack::remember(
+                &StackKey::v4(src, sport, proto),
+                stack::v4_in_16(dst),
+                dport,
+            );
+        }
         return Ok(Outcome::PASS);
     };
-    if ttl <= 1 {
+    match flow {
+        Flow::NeedsStack => return Ok(Outcome::STACK_FLOW),
+        Flow::Ports(sport, dport)
+            if stack::recorded(
+                &StackKey::v4(src, sport, proto),
+                &StackKey::v4(dst, dport, proto),
+            ) =>
+        {
+            return Ok(Outcome::STACK_FLOW);
+        }
+        Flow::Ports(..) | Flow::Other => {}
+    }
+    // Helpers ran since the header was read: check its bounds again.
+    let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN)?;
+    // SAFETY: bounds checked by `ptr_at` just now.
+    if unsafe { (*ip).ttl } <= 1 {
         // The host stack sends the ICMP time-exceeded.
         return Ok(Outcome::PASS);
     }
-    // SAFETY: same bounds-checked header as above; no helper ran in between.
+    // SAFETY: same bounds-checked header; no helper ran in between.
     unsafe { ipv4_decrement_ttl(&mut *ip) };
     deliver(ctx, &ep)
 }
@@ -143,16 +176,41 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
     if !source_ok(&EndpointKey::v6(src), ingress_ifindex(ctx)) {
         return Err(Outcome::INVALID_SOURCE);
     }
+    // Extension headers are not stepped over: such a packet (rare between pods) counts as one
+    // without ports, and a fragment header makes it take the stack.
+    let flow = stack::flow(ctx, ETH_LEN + IPV6_LEN, next, next == IPPROTO_FRAGMENT);
     let Some(ep) = local_destination(&EndpointKey::v6(dst)) else {
+        if let Flow::Ports(sport, dport) = flow {
+            stack::remember(&StackKey::v6(src, sport, next), dst, dport);
+        }
         return Ok(Outcome::PASS);
     };
+    match flow {
+        Flow::NeedsStack => return Ok(Outcome::STACK_FLOW),
+        Flow::Ports(sport, dport)
+            if stack::recorded(
+                &StackKey::v6(src, sport, next),
+                &StackKey::v6(dst, dport, next),
+            ) =>
+        {
+            return Ok(Outcome::STACK_FLOW);
+        }
+        Flow::Ports(..) | Flow::Other => {}
+    }
     if hop <= 1 {
         return Ok(Outcome::PASS);
     }
-    // SAFETY: same bounds-checked header; no helper ran in between.
+    // Helpers ran since the header was read: check its bounds again.
+    let ip = ptr_at::<Ipv6Hdr>(ctx, ETH_LEN)?;
+    // SAFETY: bounds checked by `ptr_at` just now.
     unsafe { (*ip).hop_limit = hop - 1 };
     deliver(ctx, &ep)
 }
+
+/// Length of the IPv6 fixed header.
+const IPV6_LEN: usize = 40;
+/// IPv6 next-header value of a fragment header.
+const IPPROTO_FRAGMENT: u8 = 44;
 
 /// The endpoint `key` if it is a pod on this node (not a host entry).
 #[inline(always)]

@@ -2,7 +2,8 @@
 //! agent-common so the agent and the programs agree), `packet` holds bounds-checked header
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
 //! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
-//! hooks (`netdev6` their IPv6 half), `masq` the masquerade decision, `nat` / `nat6` the
+//! hooks (`netdev6` their IPv6 half), `stack` which flows between local pods must take the
+//! host stack, `masq` the masquerade decision, `nat` / `nat6` the
 //! mappings and rewrites, `icmp` / `icmp6` the reverse NAT of ICMP and ICMPv6 errors; `bench`
 //! wraps programs for the benchmarks.
 //!
@@ -35,6 +36,8 @@ mod netdev;
 mod netdev6;
 #[cfg(target_arch = "bpf")]
 mod packet;
+#[cfg(target_arch = "bpf")]
+mod stack;
 
 #[cfg(target_arch = "bpf")]
 use aya_ebpf::{bindings::TC_ACT_OK, macros::classifier, programs::TcContext};

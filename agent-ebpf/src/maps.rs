@@ -3,7 +3,7 @@
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, maps, reason,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, maps, reason,
 };
 use aya_ebpf::{
     btf_maps::{HashMap, LpmTrie, LruHashMap, PerCpuArray},
@@ -45,6 +45,11 @@ pub static NAT6: LruHashMap<NatTuple6, NatEntry6, { maps::NAT6_MAX as usize }> =
 /// Native devices by ifindex, with their masquerade addresses.
 #[btf_map(name = "weft_devs_v1")]
 pub static NETDEVS: HashMap<u32, NetdevInfo, { maps::NETDEVS_MAX as usize }> = HashMap::new();
+
+/// Pod sockets with a flow through the host stack (see `agent_common::stack`).
+#[btf_map(name = "weft_stack_v1")]
+pub static STACK_FLOWS: LruHashMap<StackKey, StackInfo, { maps::STACK_FLOWS_MAX as usize }> =
+    LruHashMap::new();
 
 /// Count one packet of `ctx` under `why`, then return `verdict` unchanged.
 #[inline(always)]

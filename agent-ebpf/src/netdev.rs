@@ -11,10 +11,11 @@
 //!
 //! `from_netdev`: a packet to the masquerade address whose tuple has a reverse mapping gets its
 //! destination restored to the pod (an ICMP error quoting a masqueraded packet gets the quote
-//! restored too, `icmp`); a packet for a local endpoint (restored, or addressed to the
-//! pod directly) is delivered into the pod's namespace with `bpf_redirect_peer`, with its TTL
-//! decremented and MACs rewritten as `from_container` delivers. Everything else goes to the
-//! host stack untouched.
+//! restored too, `icmp`). Every packet then goes on to the host stack, a local pod's included:
+//! the pod's replies leave through the stack (`from_container` hands it everything not for a
+//! local pod), so the stack must see this direction too. Otherwise conntrack sees half a flow
+//! (a TCP reply without its request is `INVALID`, which kube-proxy's `KUBE-FORWARD` drops),
+//! and a reply of a flow kube-proxy translated on this node would skip the reverse NAT.
 
 use agent_common::{
     EndpointInfo, EndpointKey, NetdevInfo,
@@ -23,8 +24,7 @@ use agent_common::{
     reason,
 };
 use aya_ebpf::{
-    bindings::{TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT},
-    helpers::bpf_redirect_peer,
+    bindings::{TC_ACT_OK, TC_ACT_SHOT},
     programs::TcContext,
 };
 
@@ -35,7 +35,7 @@ use crate::{
     masq::{masqueraded_v4, skip_reason_v4},
     nat::{self, End, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4},
     netdev6,
-    packet::{ETH_LEN, ETH_P_IP, ETH_P_IPV6, EthHdr, Ipv4Hdr, ipv4_decrement_ttl, ptr_at},
+    packet::{ETH_LEN, ETH_P_IP, ETH_P_IPV6, EthHdr, Ipv4Hdr, ptr_at},
 };
 
 /// Hand the packet on (`TC_ACT_OK`), counted as `why`.
@@ -263,7 +263,7 @@ fn ingress_v4(ctx: &TcContext, dev: &NetdevInfo) -> Result<Outcome, Outcome> {
             }
         }
     }
-    deliver_v4(ctx, &ep, reason::REDIRECT_LOCAL)
+    Ok(pass(reason::NETDEV_TO_POD))
 }
 
 /// A packet to the masquerade address: restore the pod destination if it is a reply.
@@ -277,10 +277,7 @@ fn reverse_nat(ctx: &TcContext, ip: &V4) -> Result<Outcome, Outcome> {
     };
     if l4.proto == IPPROTO_ICMP && icmp::is_error(l4.icmp_type) {
         return match icmp::rev_nat_error(ctx, ip.l4_off, ip.daddr) {
-            Ok(Some(mapping)) => match local_endpoint(&EndpointKey::v4(mapping.to_addr)) {
-                Some(ep) => deliver_v4(ctx, &ep, reason::REV_SNAT),
-                None => Ok(pass(reason::REV_SNAT)),
-            },
+            Ok(Some(_)) => Ok(pass(reason::REV_SNAT)),
             Ok(None) => Ok(pass(reason::NETDEV_PASS)),
             Err(nat::RewriteFailed) => Err(Outcome::REDIRECT_FAILED),
         };
@@ -301,50 +298,11 @@ fn reverse_nat(ctx: &TcContext, ip: &V4) -> Result<Outcome, Outcome> {
     }
     nat::rewrite(ctx, &l4, End::Destination, ip.daddr, &mapping)
         .map_err(|nat::RewriteFailed| Outcome::REDIRECT_FAILED)?;
-    match local_endpoint(&EndpointKey::v4(mapping.to_addr)) {
-        Some(ep) => deliver_v4(ctx, &ep, reason::REV_SNAT),
-        None => Ok(pass(reason::REV_SNAT)),
-    }
+    Ok(pass(reason::REV_SNAT))
 }
 
 /// The endpoint `key` if it is a pod on this node (not a host entry).
 #[inline(always)]
 pub fn local_endpoint(key: &EndpointKey) -> Option<EndpointInfo> {
     endpoint(key).filter(|ep| ep.flags & ENDPOINT_F_HOST == 0 && ep.ifindex != 0)
-}
-
-/// Decrement the TTL as a router would, then switch into the pod's namespace.
-#[inline(always)]
-fn deliver_v4(ctx: &TcContext, ep: &EndpointInfo, why: u32) -> Result<Outcome, Outcome> {
-    let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN)?;
-    // SAFETY: bounds checked by `ptr_at` after the last helper call.
-    let ttl = unsafe { (*ip).ttl };
-    if ttl <= 1 {
-        // The host stack sends the ICMP time-exceeded.
-        return Ok(pass(why));
-    }
-    // SAFETY: as above.
-    unsafe { ipv4_decrement_ttl(&mut *ip) };
-    redirect(ctx, ep, why)
-}
-
-/// Rewrite L2 as the router facing `ep` would send it, then `bpf_redirect_peer`.
-#[inline(always)]
-pub fn redirect(ctx: &TcContext, ep: &EndpointInfo, why: u32) -> Result<Outcome, Outcome> {
-    let eth = ptr_at::<EthHdr>(ctx, 0)?;
-    // SAFETY: bounds checked by `ptr_at`.
-    unsafe {
-        (*eth).dst = ep.pod_mac;
-        (*eth).src = ep.node_mac;
-    }
-    // SAFETY: plain helper call; the kernel validates the ifindex when the redirect happens.
-    let ret = unsafe { bpf_redirect_peer(ep.ifindex, 0) };
-    if ret == i64::from(TC_ACT_REDIRECT) {
-        Ok(Outcome {
-            why,
-            verdict: TC_ACT_REDIRECT,
-        })
-    } else {
-        Err(Outcome::REDIRECT_FAILED)
-    }
 }

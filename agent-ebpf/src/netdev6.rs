@@ -10,9 +10,8 @@
 //! back leave only when they keep the pod address, else they are dropped and counted.
 //!
 //! Ingress: a packet to `masq_v6` whose tuple has a reverse mapping gets its destination
-//! restored to the pod (ICMPv6 errors quoting a masqueraded packet too, `icmp6`); a packet
-//! for a local endpoint is delivered into the pod's namespace with `bpf_redirect_peer`, its hop
-//! limit decremented. Everything else goes to the host stack untouched.
+//! restored to the pod (ICMPv6 errors quoting a masqueraded packet too, `icmp6`). Every
+//! packet then goes on to the host stack, a local pod's included (why: `netdev`).
 
 use agent_common::{
     EndpointInfo, EndpointKey, NatEntry6, NetdevInfo,
@@ -29,7 +28,7 @@ use crate::{
     masq::{masqueraded_v6, skip_reason_v6},
     nat::{End, L4, RewriteFailed},
     nat6::{self, ICMP6_ECHO_REPLY, ICMP6_ECHO_REQUEST, IPV6_HDR_LEN},
-    netdev::{drop, local_endpoint, pass, redirect},
+    netdev::{drop, local_endpoint, pass},
     packet::{ETH_LEN, Ipv6Hdr, ptr_at},
 };
 
@@ -224,7 +223,7 @@ pub fn ingress(ctx: &TcContext, dev: &NetdevInfo) -> Result<Outcome, Outcome> {
             }
         }
     }
-    deliver(ctx, &ep, reason::REDIRECT_LOCAL)
+    Ok(pass(reason::NETDEV_TO_POD))
 }
 
 /// A packet to the masquerade address: restore the pod destination if it is a reply.
@@ -235,7 +234,7 @@ fn reverse_nat(ctx: &TcContext, ip: &V6) -> Result<Outcome, Outcome> {
     };
     if l4.proto == IPPROTO_ICMPV6 && icmp6::is_error(l4.icmp_type) {
         return match icmp6::rev_nat_error(ctx, ip.l4_off, ip.daddr) {
-            Ok(Some(mapping)) => deliver_to(ctx, mapping.to_addr),
+            Ok(Some(_)) => Ok(pass(reason::REV_SNAT)),
             Ok(None) => Ok(pass(reason::NETDEV_PASS)),
             Err(RewriteFailed) => Err(Outcome::REDIRECT_FAILED),
         };
@@ -256,29 +255,5 @@ fn reverse_nat(ctx: &TcContext, ip: &V6) -> Result<Outcome, Outcome> {
     }
     nat6::rewrite(ctx, &l4, End::Destination, ip.daddr, &mapping)
         .map_err(|RewriteFailed| Outcome::REDIRECT_FAILED)?;
-    deliver_to(ctx, mapping.to_addr)
-}
-
-/// Deliver a reverse-NATed packet to the pod `addr`, or to the stack if it is not local.
-#[inline(always)]
-fn deliver_to(ctx: &TcContext, addr: [u8; 16]) -> Result<Outcome, Outcome> {
-    match local_endpoint(&EndpointKey::v6(addr)) {
-        Some(ep) => deliver(ctx, &ep, reason::REV_SNAT),
-        None => Ok(pass(reason::REV_SNAT)),
-    }
-}
-
-/// Decrement the hop limit as a router would, then switch into the pod's namespace.
-#[inline(always)]
-fn deliver(ctx: &TcContext, ep: &EndpointInfo, why: u32) -> Result<Outcome, Outcome> {
-    let ip = ptr_at::<Ipv6Hdr>(ctx, ETH_LEN)?;
-    // SAFETY: bounds checked by `ptr_at` after the last helper call.
-    let hop = unsafe { (*ip).hop_limit };
-    if hop <= 1 {
-        // The host stack sends the ICMPv6 time-exceeded.
-        return Ok(pass(why));
-    }
-    // SAFETY: as above; IPv6 has no header checksum to patch.
-    unsafe { (*ip).hop_limit = hop - 1 };
-    redirect(ctx, ep, why)
+    Ok(pass(reason::REV_SNAT))
 }

@@ -4,7 +4,7 @@
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, maps,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, maps,
 };
 use aya_obj::{
     Object,
@@ -80,6 +80,13 @@ fn maps_exist_with_the_abi_sizes() {
             size_of::<u32>(),
             size_of::<NetdevInfo>(),
             maps::NETDEVS_MAX,
+        ),
+        (
+            maps::STACK_FLOWS,
+            BPF_MAP_TYPE_LRU_HASH,
+            size_of::<StackKey>(),
+            size_of::<StackInfo>(),
+            maps::STACK_FLOWS_MAX,
         ),
     ];
     assert_eq!(

@@ -143,7 +143,7 @@ fn ipv6_no_snat_endpoint_reaches_the_outside_with_its_own_address() {
     let counters = node.counters();
     assert_eq!(counters["snat"], 0, "{counters:?}");
     assert!(counters["snat_skip_endpoint"] >= 5, "{counters:?}");
-    assert!(counters["redirect_local"] >= 4, "{counters:?}");
+    assert!(counters["netdev_to_pod"] >= 4, "{counters:?}");
 }
 
 /// The external host answers a masqueraded UDP datagram to a closed port with ICMPv6 "port
@@ -197,8 +197,8 @@ fn no_snat_endpoint_reaches_the_outside_with_its_own_address() {
     assert_eq!(counters["snat"], 0, "{counters:?}");
     assert!(counters["snat_skip_endpoint"] >= 4, "{counters:?}");
     assert!(
-        counters["redirect_local"] >= 2,
-        "replies delivered to the pod: {counters:?}"
+        counters["netdev_to_pod"] >= 2,
+        "replies handed to the stack for the pod: {counters:?}"
     );
 }
 

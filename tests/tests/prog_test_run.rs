@@ -275,3 +275,119 @@ fn removed_endpoint_is_no_longer_a_destination() {
         (TC_ACT_OK, frame)
     );
 }
+
+/// TCP between two local pods: redirected unless either socket has a flow through the stack
+/// (a Service flow kube-proxy may have translated), in which case both directions go to the
+/// stack untouched so conntrack sees the whole flow.
+#[test]
+fn a_flow_whose_socket_talked_through_the_stack_takes_the_stack_both_ways() {
+    use weft_agent::datapath::stack::StackFlow;
+    let mut node = node();
+    let request = frames::tcp4(SRC4, 41000, DST4, 8080, 0x02, b"");
+    let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &request);
+    assert_eq!(verdict, TC_ACT_REDIRECT, "nobody recorded: the fast path");
+
+    // The pod's socket sends to a Service address: to the stack, and recorded.
+    let vip = Ipv4Addr::new(10, 96, 0, 10);
+    let to_service = frames::tcp4(SRC4, 41001, vip, 80, 0x02, b"");
+    let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &to_service);
+    assert_eq!((verdict, &out), (TC_ACT_OK, &to_service));
+    let recorded = node.datapath.list_stack_flows().expect("list");
+    assert_eq!(
+        recorded,
+        [StackFlow {
+            addr: IpAddr::V4(SRC4),
+            port: 41001,
+            proto: 6,
+            peer: IpAddr::V4(vip),
+            peer_port: 80,
+        }]
+    );
+
+    // kube-proxy sent it to DST4:8080; the backend's reply to that socket takes the stack.
+    // (The reply comes from DST4's veth, ifindex PEER_IFINDEX; here every frame enters on lo,
+    // so the backend's side is played by swapping the roles of the two endpoints.)
+    let mut node = swapped_roles(node);
+    let reply = frames::tcp4(DST4, 8080, SRC4, 41001, 0x12, b"");
+    let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &reply);
+    assert_eq!(
+        (verdict, &out),
+        (TC_ACT_OK, &reply),
+        "reply to the stack untouched"
+    );
+    // Another socket of the same pods keeps the fast path.
+    let other = frames::tcp4(DST4, 8080, SRC4, 41002, 0x12, b"");
+    let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &other);
+    assert_eq!(verdict, TC_ACT_REDIRECT);
+    assert_eq!(node.counters()["pass_stack_flow"], 1);
+
+    // The other direction of a flow whose server socket is recorded takes the stack too.
+    node.datapath
+        .upsert_stack_flow(&StackFlow {
+            addr: IpAddr::V4(DST4),
+            port: 8080,
+            proto: 6,
+            peer: IpAddr::V4(vip),
+            peer_port: 80,
+        })
+        .expect("record");
+    let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &other);
+    assert_eq!(verdict, TC_ACT_OK);
+    assert_eq!(node.counters()["pass_stack_flow"], 2);
+}
+
+/// IPv6, UDP: the same decision; ICMP errors and fragments between local pods always take the
+/// stack, echo requests keep the fast path.
+#[test]
+fn ipv6_stack_flows_icmp_errors_and_fragments_take_the_stack() {
+    let mut node = node();
+    let vip: Ipv6Addr = "fd00:96::10".parse().expect("ip");
+    let query = frames::udp6_ports(SRC6, 5300, vip, 53, b"q");
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &query).0,
+        TC_ACT_OK
+    );
+    let mut node = swapped_roles(node);
+    let answer = frames::udp6_ports(DST6, 53, SRC6, 5300, b"a");
+    let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &answer);
+    assert_eq!((verdict, &out), (TC_ACT_OK, &answer));
+
+    let echo = frames::icmp4_echo(DST4, SRC4, 8, 7, 1);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &echo).0,
+        TC_ACT_REDIRECT
+    );
+    let quoted = frames::udp4_ports(SRC4, 5301, DST4, 53, b"q");
+    let error = frames::icmp4_error(DST4, SRC4, 3, 3, &quoted);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &error).0,
+        TC_ACT_OK
+    );
+    let mut fragment = frames::udp4_ports(DST4, 53, SRC4, 5302, b"a");
+    fragment[14 + 6] = 0x20; // more fragments
+    fragment[14 + 10..14 + 12].fill(0);
+    let csum = frames::ipv4_header_csum(&fragment[14..34]);
+    fragment[14 + 10..14 + 12].copy_from_slice(&csum.to_be_bytes());
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &fragment).0,
+        TC_ACT_OK
+    );
+    assert_eq!(node.counters()["pass_stack_flow"], 3);
+}
+
+/// The same node with DST4/DST6 behind `lo` (the sending veth here) and SRC4/SRC6 behind the
+/// peer interface: frames from the other pod pass the anti-spoofing check.
+fn swapped_roles(mut node: Node) -> Node {
+    let dp = &mut node.datapath;
+    let me = endpoint(LO, PEER_POD_MAC, LO_NODE_MAC);
+    let peer = endpoint(PEER_IFINDEX, POD_MAC, PEER_NODE_MAC);
+    for (ip, ep) in [
+        (IpAddr::V4(DST4), me),
+        (IpAddr::V6(DST6), me),
+        (IpAddr::V4(SRC4), peer),
+        (IpAddr::V6(SRC6), peer),
+    ] {
+        dp.upsert_endpoint(ip, &ep).expect("upsert endpoint");
+    }
+    node
+}

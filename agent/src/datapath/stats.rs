@@ -11,7 +11,7 @@ use std::{
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, maps, reason,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, maps, reason,
 };
 use aya::{
     Pod,
@@ -90,6 +90,7 @@ pub fn read_stats(pin_dir: &Path, attach_mode: AttachMode) -> Result<DatapathSta
             maps::NAT4 => count_hash::<NatTuple4, NatEntry4>(&path, name)?,
             maps::NAT6 => count_hash::<NatTuple6, NatEntry6>(&path, name)?,
             maps::NETDEVS => count_hash::<u32, NetdevInfo>(&path, name)?,
+            maps::STACK_FLOWS => count_hash::<StackKey, StackInfo>(&path, name)?,
             maps::IPCACHE => count_lpm::<IpcacheKey, IpcacheInfo>(&path, name)?,
             maps::MASQ_EXCLUDE => count_lpm::<MasqKey, MasqInfo>(&path, name)?,
             _ => u64::from(info.max_entries()),

@@ -228,9 +228,11 @@ fn every_reason_has_a_verdict() {
         ("snat_skip_excluded", "passed"),
         ("snat_skip_cluster", "passed"),
         ("snat_skip_reply", "passed"),
-        ("rev_snat", "redirected"),
+        ("rev_snat", "passed"),
         ("drop_nat_no_port", "dropped"),
         ("drop_nat_unsupported", "dropped"),
+        ("pass_stack_flow", "passed"),
+        ("netdev_to_pod", "passed"),
     ];
     assert_eq!(
         expected.len(),

@@ -23,7 +23,6 @@ use weft_tests::{
 
 const TC_ACT_OK: u32 = 0;
 const TC_ACT_SHOT: u32 = 2;
-const TC_ACT_REDIRECT: u32 = 7;
 const LO: u32 = 1;
 
 const NODE_IP: Ipv4Addr = Ipv4Addr::new(172, 31, 0, 2);

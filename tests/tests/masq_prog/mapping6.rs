@@ -68,12 +68,19 @@ fn ipv6_tcp_flow_gets_one_port_and_its_replies_reach_the_pod() {
 
     let reply = frames::tcp6(WORLD6, 443, NODE_IP6, port, 0x12, b"hello pod");
     let (verdict, out) = ingress(&mut node, &reply);
-    assert_eq!(verdict, TC_ACT_REDIRECT, "delivered with bpf_redirect_peer");
+    assert_eq!(
+        verdict, TC_ACT_OK,
+        "handed to the stack, which routes it to the pod"
+    );
     let v = view6(&out);
     assert_eq!((v.src, v.sport, v.dst, v.dport), (WORLD6, 443, POD6, 1234));
     assert!(v.l4_csum_ok, "TCP checksum after reverse NAT");
-    assert_eq!(v.hop_limit, 63, "routed: hop limit decremented");
-    assert_eq!((&out[0..6], &out[6..12]), (&POD_MAC[..], &POD_NODE_MAC[..]));
+    assert_eq!(
+        v.hop_limit,
+        view6(&reply).hop_limit,
+        "the stack decrements the hop limit"
+    );
+    assert_eq!(out[0..12], reply[0..12], "MACs untouched");
     assert_eq!(node.counters()["rev_snat"], 1);
     // Nobody holds the next port; a port below the range is the host's: both go to the stack.
     for frame in [
@@ -102,7 +109,7 @@ fn icmpv6_echo_is_masqueraded_with_its_identifier_and_answered() {
     assert!(v.l4_csum_ok, "ICMPv6 checksum covers the pseudo-header");
     let reply = frames::icmp6_echo(WORLD6, NODE_IP6, 129, 0x4242, 1);
     let (verdict, out) = ingress(&mut node, &reply);
-    assert_eq!(verdict, TC_ACT_REDIRECT);
+    assert_eq!(verdict, TC_ACT_OK, "restored, then to the stack");
     let v = view6(&out);
     assert_eq!((v.src, v.dst, v.sport), (WORLD6, POD6, 0x4242));
     assert!(v.l4_csum_ok);
@@ -129,8 +136,8 @@ fn icmpv6_errors_about_masqueraded_flows_reach_the_pod_with_the_quote_restored()
         let error = frames::icmp6_error(router, NODE_IP6, icmp_type, code, &syn);
         let (verdict, out) = ingress(&mut node, &error);
         assert_eq!(
-            verdict, TC_ACT_REDIRECT,
-            "type {icmp_type}: delivered to the pod"
+            verdict, TC_ACT_OK,
+            "type {icmp_type}: restored, then to the stack"
         );
         let outer = view6(&out);
         assert_eq!((outer.src, outer.dst), (router, POD6));
@@ -154,10 +161,12 @@ fn icmpv6_errors_about_masqueraded_flows_reach_the_pod_with_the_quote_restored()
 fn ipv6_flows_the_outside_opens_to_a_pod_are_replied_unmasqueraded() {
     let mut node = node6();
     let syn = frames::tcp6(WORLD6, 50123, POD6, 80, 0x02, b"");
-    let (verdict, out) = ingress(&mut node, &syn);
-    assert_eq!(verdict, TC_ACT_REDIRECT);
-    assert_eq!(view6(&out).hop_limit, 63);
-    assert_eq!(node.counters()["redirect_local"], 1);
+    assert_eq!(
+        ingress(&mut node, &syn),
+        (TC_ACT_OK, syn.clone()),
+        "to the stack as is"
+    );
+    assert_eq!(node.counters()["netdev_to_pod"], 1);
     let syn_ack = frames::tcp6(POD6, 80, WORLD6, 50123, 0x12, b"");
     assert_untouched(&mut node, &syn_ack, "snat_skip_reply");
     let (_, out) = egress(
@@ -230,10 +239,10 @@ fn ipv6_extension_headers_are_stepped_over() {
     assert_eq!(out[54..62], frame[54..62], "extension header untouched");
     let v = assert_masqueraded6(&without_ext_header(&out), WORLD6);
     assert_eq!(v.sport, 40000);
-    // The reply, behind a destination-options header, is restored and delivered.
+    // The reply, behind a destination-options header, is restored and handed on.
     let reply = with_ext_header(&frames::udp6_ports(WORLD6, 53, NODE_IP6, 40000, b"a"), 60);
     let (verdict, out) = ingress(&mut node, &reply);
-    assert_eq!(verdict, TC_ACT_REDIRECT);
+    assert_eq!(verdict, TC_ACT_OK, "restored, then to the stack");
     let v = view6(&without_ext_header(&out));
     assert_eq!((v.dst, v.dport), (POD6, 40000));
     assert!(v.l4_csum_ok, "UDP checksum after reverse NAT");

@@ -1,4 +1,5 @@
-//! `from_netdev`: replies restored to the pod and delivered; flows the outside opens to a pod.
+//! `from_netdev`: replies restored to the pod and handed to the stack; flows the outside opens
+//! to a pod.
 
 use super::*;
 
@@ -9,13 +10,20 @@ fn replies_are_reverse_natted_and_delivered_to_the_pod() {
     let port = view4(&out).sport;
     let reply = frames::tcp4(WORLD, 443, NODE_IP, port, 0x12, b"hello pod");
     let (verdict, out) = ingress(&mut node, &reply);
-    assert_eq!(verdict, TC_ACT_REDIRECT, "delivered with bpf_redirect_peer");
+    assert_eq!(
+        verdict, TC_ACT_OK,
+        "handed to the stack, which routes it to the pod"
+    );
     let v = view4(&out);
     assert_eq!((v.src, v.sport, v.dst, v.dport), (WORLD, 443, POD, 1234));
     assert!(v.ip_csum_ok, "IPv4 header checksum");
     assert!(v.l4_csum_ok, "TCP checksum");
-    assert_eq!(v.ttl, 63, "routed: TTL decremented");
-    assert_eq!((&out[0..6], &out[6..12]), (&POD_MAC[..], &POD_NODE_MAC[..]));
+    assert_eq!(
+        v.ttl,
+        view4(&reply).ttl,
+        "the stack decrements the TTL, not the program"
+    );
+    assert_eq!(out[0..12], reply[0..12], "MACs untouched");
     assert_eq!(node.counters()["rev_snat"], 1);
 
     // A reply to a port nobody holds, and traffic below the range, go to the stack as is.
@@ -37,14 +45,15 @@ fn replies_are_reverse_natted_and_delivered_to_the_pod() {
 }
 
 #[test]
-fn flows_the_outside_opens_to_a_pod_are_delivered_and_replied_unmasqueraded() {
+fn flows_the_outside_opens_to_a_pod_go_to_the_stack_and_are_replied_unmasqueraded() {
     let mut node = node();
     let syn = frames::tcp4(WORLD, 50123, POD, 80, 0x02, b"");
-    let (verdict, out) = ingress(&mut node, &syn);
-    assert_eq!(verdict, TC_ACT_REDIRECT);
-    assert_eq!(view4(&out).ttl, 63);
-    assert!(view4(&out).ip_csum_ok);
-    assert_eq!(node.counters()["redirect_local"], 1);
+    assert_eq!(
+        ingress(&mut node, &syn),
+        (TC_ACT_OK, syn.clone()),
+        "to the stack as is"
+    );
+    assert_eq!(node.counters()["netdev_to_pod"], 1);
     let syn_ack = frames::tcp4(POD, 80, WORLD, 50123, 0x12, b"");
     assert_untouched(&mut node, &syn_ack, "snat_skip_reply");
     // A flow the pod opens to the same peer is still masqueraded.
@@ -56,17 +65,15 @@ fn flows_the_outside_opens_to_a_pod_are_delivered_and_replied_unmasqueraded() {
 }
 
 #[test]
-fn ipv6_to_a_local_pod_is_delivered_and_other_traffic_passes() {
+fn ipv6_to_a_local_pod_and_other_traffic_go_to_the_stack_untouched() {
     let mut node = node();
     let pod6: Ipv6Addr = "fd00:77::11".parse().expect("ip");
     node.datapath
         .upsert_endpoint(IpAddr::V6(pod6), &endpoint(0, 0))
         .expect("endpoint");
     let frame = frames::udp6("2001:db8::1".parse().expect("ip"), pod6, 64, b"hello");
-    let (verdict, out) = ingress(&mut node, &frame);
-    assert_eq!(verdict, TC_ACT_REDIRECT);
-    assert_eq!(out[14 + 7], 63, "hop limit decremented");
-    assert_eq!((&out[0..6], &out[6..12]), (&POD_MAC[..], &POD_NODE_MAC[..]));
+    assert_eq!(ingress(&mut node, &frame), (TC_ACT_OK, frame.clone()));
+    assert_eq!(node.counters()["netdev_to_pod"], 1);
     // Not for a pod, and not IP at all: the host stack gets them untouched.
     let other = frames::udp6(
         "2001:db8::1".parse().expect("ip"),
@@ -90,7 +97,7 @@ fn icmp_errors_about_masqueraded_flows_reach_the_pod_with_the_quote_restored() {
     // "Fragmentation needed", quoting the masqueraded SYN as it left the node.
     let error = frames::icmp4_error(router, NODE_IP, 3, 4, &syn);
     let (verdict, out) = ingress(&mut node, &error);
-    assert_eq!(verdict, TC_ACT_REDIRECT, "delivered to the pod");
+    assert_eq!(verdict, TC_ACT_OK, "restored, then to the stack");
     let outer = view4(&out);
     assert_eq!((outer.src, outer.dst), (router, POD));
     assert!(outer.ip_csum_ok, "outer IPv4 checksum");

@@ -119,6 +119,17 @@ pub enum NetlinkError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The node's neighbour entry for a pod address could not be added.
+    #[error("cannot add the neighbour entry {addr} on {ifname}")]
+    AddNeighbour {
+        /// The host-side interface name.
+        ifname: String,
+        /// The pod address.
+        addr: IpAddr,
+        /// The underlying error.
+        #[source]
+        source: rtnetlink::Error,
+    },
     /// Adding a route failed.
     #[error(
         "cannot add route {route} dev {ifname}: does it already exist, or is the gateway unreachable?"

@@ -27,6 +27,7 @@ use rtnetlink::{
     packet_route::{
         address::{AddressAttribute, AddressFlags},
         link::{InfoData, InfoVeth, LinkAttribute, LinkMessage},
+        neighbour::NeighbourState,
         route::{RouteMessage, RouteScope},
     },
 };
@@ -204,6 +205,15 @@ async fn configure(
         futures::join!(configure_pod(pod, spec), configure_host(node, spec));
     let (pod_ifindex, pod_mac) = pod_side?;
     let (host_ifindex, host_mac) = host_side?;
+    // The node reaches its pods through the stack too (traffic from other nodes, replies of
+    // Services): a permanent neighbour entry per pod address spares it the first resolution,
+    // which for IPv6 waits until the host veth's link-local address has passed DAD (~1-2 s).
+    futures::future::try_join_all(
+        spec.addrs
+            .iter()
+            .map(|&addr| add_neighbour(node, spec.host_ifname, host_ifindex, addr, pod_mac)),
+    )
+    .await?;
     Ok(PodIface {
         host_ifindex,
         host_mac,
@@ -461,6 +471,28 @@ async fn add_route(
         .map_err(|source| NetlinkError::AddRoute {
             ifname: ifname.to_owned(),
             route: route.to_string(),
+            source,
+        })
+}
+
+/// `ip neigh add <addr> lladdr <mac> dev <ifname> nud permanent`.
+async fn add_neighbour(
+    handle: &Handle,
+    ifname: &str,
+    index: u32,
+    addr: IpAddr,
+    mac: [u8; 6],
+) -> Result<(), NetlinkError> {
+    handle
+        .neighbours()
+        .add(index, addr)
+        .link_layer_address(&mac)
+        .state(NeighbourState::Permanent)
+        .execute()
+        .await
+        .map_err(|source| NetlinkError::AddNeighbour {
+            ifname: ifname.to_owned(),
+            addr,
             source,
         })
 }

@@ -147,6 +147,13 @@ fn create_configures_both_sides_and_delete_removes_them() {
             has(&node_routes6, &[("dst", "fd00::1:2:3".into())]),
             "{node_routes6}"
         );
+        // The node knows each pod address's MAC from the start (no resolution to wait for).
+        let neighbours = ip_json(&["neigh", "show", "dev", "wfttest0", "nud", "permanent"]);
+        let pod_mac = iface.pod_mac.map(|b| format!("{b:02x}")).join(":");
+        for addr in ["10.1.2.3", "fd00::1:2:3"] {
+            let entry = [("dst", addr.into()), ("lladdr", pod_mac.clone().into())];
+            assert!(has(&neighbours, &entry), "{addr}: {neighbours}");
+        }
 
         assert!(delete_pod_iface("wfttest0").await.unwrap());
         assert_eq!(link_index("wfttest0").await.unwrap(), None);
