@@ -1,14 +1,15 @@
 //! kube-proxy's `iptables` mode as v1.34 writes it: `pkg/proxy/iptables/proxier.go`
 //! (`iptablesJumpChains`, `syncProxyRules`, `writeServiceToEndpointRules`, `CleanupLeftovers`),
-//! read at commit d328a85c of a kubernetes master mirror (after #132456, first in v1.34.0-beta.0,
-//! and before #135800), checked against its `TestOverallIPTablesRules`. Default configuration:
-//! masquerade bit 14, `--iptables-localhost-nodeports` on and NodePorts on every local address
-//! (so `route_localnet=1`, `KUBE-FIREWALL` and the localhost NodePort rules), the nfacct
-//! counters kube-proxy creates when the kernel has nfacct (the project kernel does; the matches
-//! are dropped without it), `nf_conntrack_tcp_be_liberal` off (so `KUBE-FORWARD` drops
-//! ctstate INVALID), `MASQUERADE --random-fully` (iptables 1.8.9 has it). This file owns the
-//! `KUBE-*` chains of the filter and nat tables, their jumps from the built-in chains, the mangle
-//! canary and kube-proxy's two nfacct counters; it touches no other chain.
+//! read at Nordix/kubernetes@d328a85c (a mirror of kubernetes master after #132456, first in
+//! v1.34.0-beta.0, and before #135800), checked against its `TestOverallIPTablesRules`. Default
+//! configuration: masquerade bit 14, `--iptables-localhost-nodeports` on and NodePorts on every
+//! local address (so `route_localnet=1`, `KUBE-FIREWALL` and the localhost NodePort rules), the
+//! nfacct counters kube-proxy creates where the kernel has nfacct (the project kernel does;
+//! without it kube-proxy leaves the `-m nfacct` matches out and `apply` here panics),
+//! `nf_conntrack_tcp_be_liberal` off (so `KUBE-FORWARD` drops ctstate INVALID), `MASQUERADE
+//! --random-fully` (iptables 1.8.9 has it). This file owns the `KUBE-*` chains of the filter and
+//! nat tables, their jumps from the built-in chains, the mangle canary and kube-proxy's two
+//! nfacct counters; it touches no other chain.
 
 use std::{net::SocketAddrV4, process::Command};
 
