@@ -599,46 +599,59 @@ mod tests {
         require_root,
     };
 
-    /// Lines of upstream's reference output for svc3 to svc6 and the fixed chains, as its fake
-    /// proxier writes them: mark "0x4000" (set directly, not formatted) and no
-    /// `--random-fully` (its fake iptables lacks it). svc4 and svc5 less their external and
-    /// load-balancer IPs.
-    const REFERENCE: [&str; 27] = [
-        "-A KUBE-FIREWALL -m comment --comment \"block incoming localnet connections\" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP",
-        "-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP",
-        "-A KUBE-FORWARD -m comment --comment \"kubernetes forwarding rules\" -m mark --mark 0x4000/0x4000 -j ACCEPT",
-        "-A KUBE-FORWARD -m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-        "-A KUBE-SERVICES -m comment --comment \"ns6/svc6:p80 has no endpoints\" -m tcp -p tcp -d 172.30.0.46 --dport 80 -j REJECT",
-        "-A KUBE-NODEPORTS -m comment --comment ns3/svc3:p80 -m tcp -p tcp -d 127.0.0.0/8 --dport 3003 -m nfacct --nfacct-name localhost_nps_accepted_pkts -j KUBE-EXT-X27LE4BHSL4DOUIK",
-        "-A KUBE-NODEPORTS -m comment --comment ns3/svc3:p80 -m tcp -p tcp --dport 3003 -j KUBE-EXT-X27LE4BHSL4DOUIK",
-        "-A KUBE-NODEPORTS -m comment --comment ns5/svc5:p80 -m tcp -p tcp --dport 3002 -j KUBE-EXT-NUKIZ6OKUXPJNT4C",
-        "-A KUBE-SERVICES -m comment --comment \"ns3/svc3:p80 cluster IP\" -m tcp -p tcp -d 172.30.0.43 --dport 80 -j KUBE-SVC-X27LE4BHSL4DOUIK",
-        "-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS",
-        "-A KUBE-EXT-X27LE4BHSL4DOUIK -m comment --comment \"masquerade traffic for ns3/svc3:p80 external destinations\" -j KUBE-MARK-MASQ",
-        "-A KUBE-EXT-X27LE4BHSL4DOUIK -j KUBE-SVC-X27LE4BHSL4DOUIK",
-        "-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000",
-        "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN",
-        "-A KUBE-POSTROUTING -j MARK --xor-mark 0x4000",
-        "-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE",
-        "-A KUBE-SEP-OYPFS5VJICHGATKP -m comment --comment ns3/svc3:p80 -s 10.180.0.3 -j KUBE-MARK-MASQ",
-        "-A KUBE-SEP-OYPFS5VJICHGATKP -m comment --comment ns3/svc3:p80 -m tcp -p tcp -j DNAT --to-destination 10.180.0.3:80",
-        "-A KUBE-SEP-UKSFD7AGPMPPLUHC -m comment --comment ns4/svc4:p80 -m tcp -p tcp -j DNAT --to-destination 10.180.0.4:80",
-        "-A KUBE-SEP-I77PXRDZVX7PMWMN -m comment --comment ns5/svc5:p80 -m recent --name KUBE-SEP-I77PXRDZVX7PMWMN --set -m tcp -p tcp -j DNAT --to-destination 10.180.0.3:80",
-        "-A KUBE-SVC-X27LE4BHSL4DOUIK -m comment --comment \"ns3/svc3:p80 cluster IP\" -m tcp -p tcp -d 172.30.0.43 --dport 80 ! -s 10.0.0.0/8 -j KUBE-MARK-MASQ",
-        "-A KUBE-SVC-X27LE4BHSL4DOUIK -m comment --comment \"ns3/svc3:p80 -> 10.180.0.3:80\" -j KUBE-SEP-OYPFS5VJICHGATKP",
-        "-A KUBE-SVC-4SW47YFZTEDKD3PK -m comment --comment \"ns4/svc4:p80 -> 10.180.0.4:80\" -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-UKSFD7AGPMPPLUHC",
-        "-A KUBE-SVC-4SW47YFZTEDKD3PK -m comment --comment \"ns4/svc4:p80 -> 10.180.0.5:80\" -j KUBE-SEP-C6EBXVWJJZMIWKLZ",
-        "-A KUBE-SVC-NUKIZ6OKUXPJNT4C -m comment --comment \"ns5/svc5:p80 -> 10.180.0.3:80\" -m recent --name KUBE-SEP-I77PXRDZVX7PMWMN --rcheck --seconds 10800 --reap -j KUBE-SEP-I77PXRDZVX7PMWMN",
-        "-A KUBE-SVC-NUKIZ6OKUXPJNT4C -m comment --comment \"ns5/svc5:p80 -> 10.180.0.3:80\" -j KUBE-SEP-I77PXRDZVX7PMWMN",
-        ":KUBE-SEP-C6EBXVWJJZMIWKLZ - [0:0]",
-    ];
+    /// Upstream's reference output for svc3 (ClusterIP 172.30.0.43:80, NodePort 3003, endpoint
+    /// 10.180.0.3:80) and the fixed chains, as its fake proxier writes them: mark "0x4000" (set
+    /// directly, not formatted) and no `--random-fully` (its fake iptables lacks it).
+    const REFERENCE_SVC3: &str = r#"
+        :KUBE-EXT-X27LE4BHSL4DOUIK - [0:0]
+        :KUBE-SEP-OYPFS5VJICHGATKP - [0:0]
+        :KUBE-SVC-X27LE4BHSL4DOUIK - [0:0]
+        -A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP
+        -A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name ct_state_invalid_dropped_pkts -j DROP
+        -A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+        -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+        -A KUBE-NODEPORTS -m comment --comment ns3/svc3:p80 -m tcp -p tcp -d 127.0.0.0/8 --dport 3003 -m nfacct --nfacct-name localhost_nps_accepted_pkts -j KUBE-EXT-X27LE4BHSL4DOUIK
+        -A KUBE-NODEPORTS -m comment --comment ns3/svc3:p80 -m tcp -p tcp --dport 3003 -j KUBE-EXT-X27LE4BHSL4DOUIK
+        -A KUBE-SERVICES -m comment --comment "ns3/svc3:p80 cluster IP" -m tcp -p tcp -d 172.30.0.43 --dport 80 -j KUBE-SVC-X27LE4BHSL4DOUIK
+        -A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+        -A KUBE-EXT-X27LE4BHSL4DOUIK -m comment --comment "masquerade traffic for ns3/svc3:p80 external destinations" -j KUBE-MARK-MASQ
+        -A KUBE-EXT-X27LE4BHSL4DOUIK -j KUBE-SVC-X27LE4BHSL4DOUIK
+        -A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+        -A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+        -A KUBE-POSTROUTING -j MARK --xor-mark 0x4000
+        -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE
+        -A KUBE-SEP-OYPFS5VJICHGATKP -m comment --comment ns3/svc3:p80 -s 10.180.0.3 -j KUBE-MARK-MASQ
+        -A KUBE-SEP-OYPFS5VJICHGATKP -m comment --comment ns3/svc3:p80 -m tcp -p tcp -j DNAT --to-destination 10.180.0.3:80
+        -A KUBE-SVC-X27LE4BHSL4DOUIK -m comment --comment "ns3/svc3:p80 cluster IP" -m tcp -p tcp -d 172.30.0.43 --dport 80 ! -s 10.0.0.0/8 -j KUBE-MARK-MASQ
+        -A KUBE-SVC-X27LE4BHSL4DOUIK -m comment --comment "ns3/svc3:p80 -> 10.180.0.3:80" -j KUBE-SEP-OYPFS5VJICHGATKP
+    "#;
 
-    fn reference_ruleset() -> String {
-        ruleset(
-            Mode::Iptables,
-            &reference_proxy(),
-            &[svc3(), svc4(), svc5(), svc6()],
-        )
+    /// Upstream's lines for svc4 (two endpoints), svc5 (ClientIP affinity, NodePort 3002) and
+    /// svc6 (no endpoints), less their external and load-balancer IPs.
+    const REFERENCE_OTHERS: &str = r#"
+        :KUBE-SEP-C6EBXVWJJZMIWKLZ - [0:0]
+        -A KUBE-SERVICES -m comment --comment "ns6/svc6:p80 has no endpoints" -m tcp -p tcp -d 172.30.0.46 --dport 80 -j REJECT
+        -A KUBE-NODEPORTS -m comment --comment ns5/svc5:p80 -m tcp -p tcp --dport 3002 -j KUBE-EXT-NUKIZ6OKUXPJNT4C
+        -A KUBE-SEP-UKSFD7AGPMPPLUHC -m comment --comment ns4/svc4:p80 -m tcp -p tcp -j DNAT --to-destination 10.180.0.4:80
+        -A KUBE-SEP-I77PXRDZVX7PMWMN -m comment --comment ns5/svc5:p80 -m recent --name KUBE-SEP-I77PXRDZVX7PMWMN --set -m tcp -p tcp -j DNAT --to-destination 10.180.0.3:80
+        -A KUBE-SVC-4SW47YFZTEDKD3PK -m comment --comment "ns4/svc4:p80 -> 10.180.0.4:80" -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-UKSFD7AGPMPPLUHC
+        -A KUBE-SVC-4SW47YFZTEDKD3PK -m comment --comment "ns4/svc4:p80 -> 10.180.0.5:80" -j KUBE-SEP-C6EBXVWJJZMIWKLZ
+        -A KUBE-SVC-NUKIZ6OKUXPJNT4C -m comment --comment "ns5/svc5:p80 -> 10.180.0.3:80" -m recent --name KUBE-SEP-I77PXRDZVX7PMWMN --rcheck --seconds 10800 --reap -j KUBE-SEP-I77PXRDZVX7PMWMN
+        -A KUBE-SVC-NUKIZ6OKUXPJNT4C -m comment --comment "ns5/svc5:p80 -> 10.180.0.3:80" -j KUBE-SEP-I77PXRDZVX7PMWMN
+    "#;
+
+    /// Assert that `text`, written the way upstream's fake writes it, has every line of
+    /// `reference`.
+    fn assert_has_reference_lines(text: &str, reference: &str) {
+        let as_fake_writes = text
+            .replace(MASQUERADE_MARK, "0x4000")
+            .replace(" --random-fully", "");
+        for line in reference.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            assert!(
+                as_fake_writes.lines().any(|l| l == line),
+                "missing {line}:\n{text}"
+            );
+        }
     }
 
     #[test]
@@ -657,30 +670,30 @@ mod tests {
     }
 
     #[test]
-    fn ruleset_has_every_line_of_the_reference() {
-        let text = reference_ruleset();
-        // The two places where real kube-proxy differs from upstream's fake, checked as is.
+    fn ruleset_of_the_reference_service_has_every_reference_line() {
+        let text = ruleset(Mode::Iptables, &reference_proxy(), &[svc3()]);
+        // Where real kube-proxy differs from upstream's fake, checked as it writes it.
         for line in [
             "-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000",
             "-A KUBE-POSTROUTING -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
         }
-        let as_fake_writes = text
-            .replace(MASQUERADE_MARK, "0x4000")
-            .replace(" --random-fully", "");
-        for line in REFERENCE {
-            assert!(
-                as_fake_writes.lines().any(|l| l == line),
-                "missing {line}:\n{text}"
-            );
-        }
+        assert_has_reference_lines(&text, REFERENCE_SVC3);
         // One restore: the filter table, then the nat table.
         let tables: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with('*') || *l == "COMMIT")
             .collect();
         assert_eq!(tables, ["*filter", "COMMIT", "*nat", "COMMIT"]);
+    }
+
+    #[test]
+    fn ruleset_of_the_other_reference_services_has_their_lines() {
+        let services = [svc3(), svc4(), svc5(), svc6()];
+        let text = ruleset(Mode::Iptables, &reference_proxy(), &services);
+        assert_has_reference_lines(&text, REFERENCE_SVC3);
+        assert_has_reference_lines(&text, REFERENCE_OTHERS);
     }
 
     #[test]

@@ -457,9 +457,10 @@ mod tests {
     };
 
     /// Upstream's `baseRules` (less the unallocated-ClusterIP drop, which needs a known
-    /// ServiceCIDR) and its lines for svc3 to svc6 (svc4 and svc5 less their external and
-    /// load-balancer IPs), with the mark its fake proxier sets directly ("0x4000").
-    const REFERENCE: &str = r#"
+    /// ServiceCIDR) and its lines for svc3 (ClusterIP 172.30.0.43:80, NodePort 3003, endpoint
+    /// 10.180.0.3:80, node IP 192.168.0.2), with the mark its fake proxier sets directly
+    /// ("0x4000").
+    const REFERENCE_SVC3: &str = r#"
         add table ip kube-proxy { comment "rules for kube-proxy" ; }
         add set ip kube-proxy cluster-ips { type ipv4_addr ; comment "Active ClusterIPs" ; }
         add set ip kube-proxy nodeport-ips { type ipv4_addr ; comment "IPs that accept NodePort traffic" ; }
@@ -520,7 +521,11 @@ mod tests {
         add element ip kube-proxy cluster-ips { 172.30.0.43 }
         add element ip kube-proxy service-ips { 172.30.0.43 . tcp . 80 : goto service-4AT6LBPK-ns3/svc3/tcp/p80 }
         add element ip kube-proxy service-nodeports { tcp . 3003 : goto external-4AT6LBPK-ns3/svc3/tcp/p80 }
+    "#;
 
+    /// Upstream's lines for svc4 (two endpoints), svc5 (ClientIP affinity, NodePort 3002) and
+    /// svc6 (no endpoints), less their external and load-balancer IPs.
+    const REFERENCE_OTHERS: &str = r#"
         add rule ip kube-proxy service-LAUZTJTB-ns4/svc4/tcp/p80 ip daddr 172.30.0.44 ip saddr != 10.0.0.0/8 jump mark-for-masquerade
         add rule ip kube-proxy service-LAUZTJTB-ns4/svc4/tcp/p80 numgen random mod 2 vmap { 0 : goto endpoint-UNZV3OEC-ns4/svc4/tcp/p80__10.180.0.4/80 , 1 : goto endpoint-5RFCDDV7-ns4/svc4/tcp/p80__10.180.0.5/80 }
         add rule ip kube-proxy endpoint-5RFCDDV7-ns4/svc4/tcp/p80__10.180.0.5/80 meta l4proto tcp dnat to 10.180.0.5:80
@@ -559,20 +564,32 @@ mod tests {
         assert!(truncated.ends_with("xx..."), "{truncated}");
     }
 
-    #[test]
-    fn ruleset_has_every_line_of_the_reference() {
-        let proxy = reference_proxy();
-        let text = ruleset(Mode::Nftables, &proxy, &[svc3(), svc4(), svc5(), svc6()]);
-        assert!(text.contains(&format!("mark set mark or {MASQUERADE_MARK}")));
+    /// Assert that `text`, with upstream's fake mark, has every line of `reference`.
+    fn assert_has_reference_lines(text: &str, reference: &str) {
         let as_fake_writes = text.replace(MASQUERADE_MARK, "0x4000");
-        for line in REFERENCE.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        for line in reference.lines().map(str::trim).filter(|l| !l.is_empty()) {
             assert!(
                 as_fake_writes.lines().any(|l| l == line),
                 "missing {line}:\n{text}"
             );
         }
+    }
+
+    #[test]
+    fn ruleset_of_the_reference_service_has_every_reference_line() {
+        let text = ruleset(Mode::Nftables, &reference_proxy(), &[svc3()]);
+        assert!(text.contains(&format!("mark set mark or {MASQUERADE_MARK}")));
+        assert_has_reference_lines(&text, REFERENCE_SVC3);
         // This version handles no conntrack-invalid packets (only iptables mode drops them).
         assert!(!text.contains("ct state invalid"), "{text}");
+    }
+
+    #[test]
+    fn ruleset_of_the_other_reference_services_has_their_lines() {
+        let services = [svc3(), svc4(), svc5(), svc6()];
+        let text = ruleset(Mode::Nftables, &reference_proxy(), &services);
+        assert_has_reference_lines(&text, REFERENCE_SVC3);
+        assert_has_reference_lines(&text, REFERENCE_OTHERS);
     }
 
     #[test]
