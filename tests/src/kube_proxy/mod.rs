@@ -4,10 +4,10 @@
 //! kube-proxy rules. The rules are those of kube-proxy v1.34's first full sync on a node with the
 //! default configuration (each mode's file names the source it follows); [`ruleset`] is the text
 //! fed to the mode's tool, so tests can compare it. This part owns the model ([`Service`],
-//! [`Proxy`]), the per-namespace sysctls both modes share and the dispatch, and names no mode
-//! beyond the one match in `proxier`. Nothing here touches the host: no host-global sysctl
-//! (`nf_conntrack_max`, the conntrack `hashsize`), nothing outside the calling thread's
-//! namespace.
+//! [`Proxy`]), the per-namespace sysctls both modes share and the dispatch; a mode is its own
+//! file, named here only by [`Mode`] and the one dispatch match. Nothing here touches the host:
+//! no host-global sysctl (`nf_conntrack_max`, the conntrack `hashsize`), nothing outside the
+//! calling thread's namespace.
 
 pub mod iptables;
 pub mod nftables;
