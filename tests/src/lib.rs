@@ -20,6 +20,7 @@ pub mod docs;
 pub mod external;
 pub mod frames;
 pub mod kube;
+pub mod kube_proxy;
 pub mod operator;
 
 use std::{
