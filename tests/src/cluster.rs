@@ -79,7 +79,7 @@ impl RemoteNode {
         match result.recv() {
             Ok(Ok(value)) => value,
             Ok(Err(panic)) => resume_unwind(panic),
-            Err(_) => panic!("the second node's thread died running a job"),
+            Err(mpsc::RecvError) => panic!("the second node's thread died running a job"),
         }
     }
 }

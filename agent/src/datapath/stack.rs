@@ -73,7 +73,7 @@ impl Datapath {
     pub fn list_stack_flows(&mut self) -> Result<Vec<StackFlow>, DatapathError> {
         let map = self.hash_map::<StackKey, StackInfo>(maps::STACK_FLOWS)?;
         let mut flows = Vec::new();
-        for entry in map.iter() {
+        for entry in &map {
             let (key, info) = entry.map_err(map_err(maps::STACK_FLOWS, "iterating"))?;
             flows.push(StackFlow {
                 addr: addr_of(key.family, key.addr),
