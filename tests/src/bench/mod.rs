@@ -10,6 +10,7 @@ pub mod net;
 pub mod operator;
 pub mod prog;
 pub mod runtime;
+pub mod service;
 
 use std::{
     io::Write as _,

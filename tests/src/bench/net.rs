@@ -32,8 +32,10 @@ use crate::{
 
 const SETUP_HINT: &str = "run `cargo xtask setup`";
 const CNI_DIR: &str = "/usr/lib/cni";
-const QPERF_PORT: &str = "19765";
-const IPERF_PORT: &str = "5201";
+/// qperf's synchronisation port (its default) and the port its socket tests run on.
+pub(super) const QPERF_PORT: &str = "19765";
+pub(super) const QPERF_DATA_PORT: &str = "19766";
+pub(super) const IPERF_PORT: &str = "5201";
 /// Where the masquerade setups check which address the external host sees.
 const CHECK_PORT: u16 = 7300;
 const METRICS: [&str; 3] = ["tcp_lat (us)", "udp_lat (us)", "tcp stream (Gb/s)"];
@@ -95,7 +97,7 @@ pub fn run_masq(opts: &NetOptions) -> Result<()> {
 
 /// Build the three setups, measure them in rounds and print the table, with the last setup's
 /// ratios against the two others.
-fn compare(
+pub(super) fn compare(
     opts: &NetOptions,
     title: &str,
     builds: [(&'static str, Build); 3],
@@ -165,21 +167,29 @@ fn preflight() -> Result<()> {
     Ok(())
 }
 
-/// Where a setup's two pods are: their namespace names and the server pod's IPv4.
-struct Pods {
-    client: String,
-    server: String,
-    ip: Ipv4Addr,
+/// Where a setup's two pods are: their namespace names, the server pod's IPv4, and the address
+/// the client measures against (the server pod's, or a Service address in front of it).
+pub(super) struct Pods {
+    pub(super) client: String,
+    pub(super) server: String,
+    pub(super) ip: Ipv4Addr,
+    pub(super) target: Ipv4Addr,
 }
 
-fn pods(client: &NamedNetNs, server: &NamedNetNs, ip: Ipv4Addr) -> Pods {
+/// The client measures the server pod directly.
+pub(super) fn pods(client: &NamedNetNs, server: &NamedNetNs, ip: Ipv4Addr) -> Pods {
     let (client, server) = (client.name.clone(), server.name.clone());
-    Pods { client, server, ip }
+    Pods {
+        client,
+        server,
+        ip,
+        target: ip,
+    }
 }
 
 /// What a setup thread runs: build the setup, hand its pods to `serve` (which returns when
 /// the measurements are over), tear down; returns a counter delta for the report, or 0.
-type Build = fn(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64>;
+pub(super) type Build = fn(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64>;
 
 /// One setup, built and held by its own thread. Dropping it (or [`Setup::stop`]) tells the
 /// thread to tear the setup down and waits until it has.
@@ -212,8 +222,9 @@ impl Setup {
 
     /// `[tcp_lat (µs), udp_lat (µs), TCP stream (Gbit/s)]`, each test `t` seconds long.
     fn measure(&self, t: &str) -> Result<[f64; 3]> {
-        let (client, ip) = (&self.pods.client, self.pods.ip.to_string());
-        let out = checked(in_netns(client, "qperf").args(["-t", t, &ip, "tcp_lat", "udp_lat"]))?;
+        let (client, ip) = (&self.pods.client, self.pods.target.to_string());
+        let qperf = ["-t", t, "-ip", QPERF_DATA_PORT, &ip, "tcp_lat", "udp_lat"];
+        let out = checked(in_netns(client, "qperf").args(qperf))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let [tcp, udp] = parse_qperf(&text).with_context(|| format!("qperf said:\n{text}"))?;
         let out = checked(in_netns(client, "iperf3").args(["-c", &ip, "-t", t, "-J"]))?;
@@ -282,7 +293,7 @@ fn bridge_cni(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let _node = ThreadNetNs::new();
     let (client, server) = (NamedNetNs::new(), NamedNetNs::new());
     // Declared after the namespaces so that its DELs run while they still exist.
-    let mut net = BridgeNet::new(false)?;
+    let mut net = BridgeNet::new(false, false)?;
     net.add(&client)?;
     let server_ip = net.add(&server)?;
     serve(pods(&client, &server, server_ip))?;
@@ -290,7 +301,7 @@ fn bridge_cni(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
 }
 
 /// Two pods wired by the weft datapath; returns the `redirect_local` delta while served.
-fn weft(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
+pub(super) fn weft(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let mut node = Node::new();
     let client = node.add_pod(1);
     let server = node.add_pod(2);
@@ -306,7 +317,7 @@ fn bridge_masq(serve: &dyn Fn(Pods) -> Result<()>) -> Result<u64> {
     let _node = ThreadNetNs::new();
     let ext = External::new(&[]);
     let client = NamedNetNs::new();
-    let mut net = BridgeNet::new(true)?;
+    let mut net = BridgeNet::new(true, true)?;
     net.add(&client)?;
     let seen = ext.tcp_peer(&client.path(), CHECK_PORT);
     ensure!(
@@ -360,6 +371,7 @@ fn external_pods(client: &NamedNetNs, ext: &External) -> Pods {
         client: client.name.clone(),
         server: ext.netns.name.clone(),
         ip: EXT_IP,
+        target: EXT_IP,
     }
 }
 
@@ -452,7 +464,7 @@ impl Drop for Server {
 
 /// One node's bridge CNI network: its IPAM directory and the pods attached so far. On drop:
 /// `CNI_COMMAND=DEL` for each pod, newest first, then the IPAM directory is removed.
-struct BridgeNet {
+pub(super) struct BridgeNet {
     config: String,
     ipam: PathBuf,
     attached: Vec<(PathBuf, String)>,
@@ -460,11 +472,12 @@ struct BridgeNet {
 
 impl BridgeNet {
     /// Pods in 10.78.0.0/24 on a fresh bridge; with `masq`, iptables MASQUERADE for traffic
-    /// leaving the subnet (`ipMasq`) and a default route via the bridge in each pod.
-    fn new(masq: bool) -> Result<Self> {
+    /// leaving the subnet (`ipMasq`); with `default_route`, a default route via the bridge in
+    /// each pod (to leave the subnet, or reach a Service address).
+    pub(super) fn new(masq: bool, default_route: bool) -> Result<Self> {
         let ipam = std::env::temp_dir().join(unique("weft-bench-ipam-"));
         fs::create_dir_all(&ipam).with_context(|| format!("create {}", ipam.display()))?;
-        let routes = if masq {
+        let routes = if default_route {
             json!([{ "dst": "0.0.0.0/0" }])
         } else {
             json!([])
@@ -486,7 +499,7 @@ impl BridgeNet {
     }
 
     /// `CNI_COMMAND=ADD` for `netns`, from this thread's (the node's) namespace; its IPv4.
-    fn add(&mut self, netns: &NamedNetNs) -> Result<Ipv4Addr> {
+    pub(super) fn add(&mut self, netns: &NamedNetNs) -> Result<Ipv4Addr> {
         let id = unique("benchcni");
         // Recorded first: DEL is idempotent, so a half-done ADD is undone too.
         self.attached.push((netns.path(), id.clone()));

@@ -1,11 +1,11 @@
 //! `cargo xtask bench datapath [prog|net|all]`: per-packet cost of `from_container`
 //! (`BPF_PROG_TEST_RUN`, inside the head-restoring benchmark wrapper, the wrapper subtracted,
 //! against the empty classifier) and pod-to-pod latency/throughput through weft against
-//! Debian's bridge CNI and a bare veth pair. `prog` runs only the first part, `net` only the
-//! second.
+//! Debian's bridge CNI and a bare veth pair; pod → ClusterIP → pod through kube-proxy's rules
+//! against the bridge CNI with the same rules. `prog`, `net` and `service` run one part each.
 
 use anyhow::bail;
-use weft_tests::bench::{net, prog};
+use weft_tests::bench::{net, prog, service};
 
 fn main() -> anyhow::Result<()> {
     let mut which = "all".to_owned();
@@ -13,7 +13,7 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "prog" | "net" | "all" => which = arg,
+            "prog" | "net" | "service" | "all" => which = arg,
             "--seconds" | "--rounds" => {
                 let n = args.next().and_then(|s| s.parse().ok()).unwrap_or(0);
                 if n == 0 {
@@ -26,16 +26,23 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             other => {
-                bail!("unknown argument {other:?}: use [prog|net|all] [--seconds N] [--rounds N]")
+                bail!(
+                    "unknown argument {other:?}: use [prog|net|service|all] [--seconds N] [--rounds N]"
+                )
             }
         }
     }
-    if which != "net" {
+    let all = which == "all";
+    if all || which == "prog" {
         prog::run(&prog::ProgOptions::default());
         println!();
     }
-    if which != "prog" {
+    if all || which == "net" {
         net::run(&opts)?;
+        println!();
+    }
+    if all || which == "service" {
+        service::run_service(&opts)?;
     }
     Ok(())
 }
