@@ -126,15 +126,16 @@ fn ipv4(ctx: &TcContext) -> Result<Outcome, Outcome> {
     };
     match flow {
         Flow::NeedsStack => return Ok(Outcome::STACK_FLOW),
-        Flow::Ports(sport, dport)
-            if stack::recorded(
-                &StackKey::v4(src, sport, proto),
-                &StackKey::v4(dst, dport, proto),
-            ) =>
-        {
-            return Ok(Outcome::STACK_FLOW);
+        Flow::Ports(sport, dport) => {
+            let (from, to) = (
+                StackKey::v4(src, sport, proto),
+                StackKey::v4(dst, dport, proto),
+            );
+            if stack::between_pods(&from, &to) {
+                return Ok(Outcome::STACK_FLOW);
+            }
         }
-        Flow::Ports(..) | Flow::Other => {}
+        Flow::Other => {}
     }
     // Helpers ran since the header was read: check its bounds again.
     let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN)?;
@@ -187,15 +188,16 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
     };
     match flow {
         Flow::NeedsStack => return Ok(Outcome::STACK_FLOW),
-        Flow::Ports(sport, dport)
-            if stack::recorded(
-                &StackKey::v6(src, sport, next),
-                &StackKey::v6(dst, dport, next),
-            ) =>
-        {
-            return Ok(Outcome::STACK_FLOW);
+        Flow::Ports(sport, dport) => {
+            let (from, to) = (
+                StackKey::v6(src, sport, next),
+                StackKey::v6(dst, dport, next),
+            );
+            if stack::between_pods(&from, &to) {
+                return Ok(Outcome::STACK_FLOW);
+            }
         }
-        Flow::Ports(..) | Flow::Other => {}
+        Flow::Other => {}
     }
     if hop <= 1 {
         return Ok(Outcome::PASS);

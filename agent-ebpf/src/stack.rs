@@ -2,7 +2,8 @@
 //!
 //! `from_container` records here the socket of every TCP, UDP or SCTP packet it hands to the
 //! stack (the destination is not a local pod: a Service, the node, another node). A packet
-//! between two local pods is redirected past the stack unless either end's socket is recorded,
+//! between two local pods is redirected past the stack unless either end's socket is recorded
+//! (the source's: then the destination's is recorded too, see `between_pods`),
 //! or it is a fragment (no ports to look up; the stack reassembles) or an ICMP error (its
 //! quote may need conntrack's reverse NAT). Both directions of a flow ask the same two sockets,
 //! so a flow takes the stack both ways or not at all.
@@ -83,10 +84,18 @@ pub fn remember(src: &StackKey, peer: [u8; 16], peer_port: u16) {
     let _ = STACK_FLOWS.insert(src, &info, u64::from(BPF_NOEXIST));
 }
 
-/// Must a packet from socket `src` to socket `dst`, both local pods, take the stack?
+/// Must a packet from socket `src` to socket `dst`, both local pods, take the stack? When the
+/// source socket is recorded the destination's is recorded too: conntrack may give the flow
+/// another source port than the pod's (when its reply tuple clashes with an older translated
+/// flow's), so the reply may go to a port nobody recorded; coming from the recorded
+/// destination socket, it still takes the stack and is translated back.
 #[inline(always)]
-pub fn recorded(src: &StackKey, dst: &StackKey) -> bool {
-    STACK_FLOWS.get_ptr(src).is_some() || STACK_FLOWS.get_ptr(dst).is_some()
+pub fn between_pods(src: &StackKey, dst: &StackKey) -> bool {
+    if STACK_FLOWS.get_ptr(src).is_some() {
+        remember(dst, src.addr, src.port);
+        return true;
+    }
+    STACK_FLOWS.get_ptr(dst).is_some()
 }
 
 /// An IPv4 address in the 16 bytes of `StackInfo::peer`.

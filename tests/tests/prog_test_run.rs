@@ -334,6 +334,15 @@ fn a_flow_whose_socket_talked_through_the_stack_takes_the_stack_both_ways() {
     let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &other);
     assert_eq!(verdict, TC_ACT_OK);
     assert_eq!(node.counters()["pass_stack_flow"], 2);
+    // A recorded source records the destination too (conntrack may remap the source port, and
+    // the reply must still find the stack).
+    let recorded = node.datapath.list_stack_flows().expect("list");
+    assert!(
+        recorded
+            .iter()
+            .any(|f| f.addr == IpAddr::V4(SRC4) && f.port == 41002 && f.peer_port == 8080),
+        "{recorded:?}"
+    );
 }
 
 /// IPv6, UDP: the same decision; ICMP errors and fragments between local pods always take the

@@ -20,7 +20,8 @@ use crate::run::{self, display, output, succeeds};
 /// `modprobe` in kmod, `ping` in iputils-ping, `sysctl` in procps; containerd, runc and the
 /// static busybox, the only thing in the containers' image, for the runtime tests;
 /// python3-venv for the venv that holds kubernetes-validate; buildah, the CA bundle and
-/// `strip` for `cargo xtask image`).
+/// `strip` for `cargo xtask image`; iptables and nftables, with which the Services tests and
+/// benchmark write kube-proxy's rules).
 const DEB_PACKAGES: &[&str] = &[
     "bpftool",
     "iproute2",
@@ -39,6 +40,8 @@ const DEB_PACKAGES: &[&str] = &[
     "buildah",
     "ca-certificates",
     "binutils",
+    "iptables",
+    "nftables",
 ];
 
 /// The venv that holds Python tools from PyPI (outside the repository, like the bpf-linker

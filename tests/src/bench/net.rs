@@ -129,13 +129,14 @@ pub(super) fn compare(
     println!("{title}, {rounds} rounds x {seconds} s per test, medians (min-max)");
     let header = names.map(|name| format!("{name:<21}")).concat();
     let ratio = |k: usize| format!("{}/{}", names[2], names[k]);
-    println!("{:<19}{header}{:<24}{}", "metric", ratio(0), ratio(1));
+    let width = ratio(0).len().max(22) + 2;
+    println!("{:<19}{header}{:<width$}{}", "metric", ratio(0), ratio(1));
     for (m, name) in METRICS.iter().enumerate() {
         let [one, two, ours] = [0, 1, 2].map(|s| spread(&samples[s][m]));
         let cell = |(med, min, max)| format!("{:<21}", format!("{med:.1} ({min:.1}-{max:.1})"));
         let cells = [one, two, ours].map(cell).concat();
         let vs_first = format!("{:.2}x", ours.0 / one.0);
-        println!("{name:<19}{cells}{vs_first:<24}{:.2}x", ours.0 / two.0);
+        println!("{name:<19}{cells}{vs_first:<width$}{:.2}x", ours.0 / two.0);
     }
     println!("ratios: medians; for latency lower is better, for throughput higher");
     println!("{counter}: +{delta} packets over the {} runs", names[2]);
