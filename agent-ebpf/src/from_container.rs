@@ -177,9 +177,14 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
     if !source_ok(&EndpointKey::v6(src), ingress_ifindex(ctx)) {
         return Err(Outcome::INVALID_SOURCE);
     }
-    // Extension headers are not stepped over: such a packet (rare between pods) counts as one
-    // without ports, and a fragment header makes it take the stack.
-    let flow = stack::flow(ctx, ETH_LEN + IPV6_LEN, next, next == IPPROTO_FRAGMENT);
+    // Extension headers are not stepped over: a packet with one (rare between pods) hides its
+    // ports, so it takes the stack like a fragment.
+    let flow = stack::flow(
+        ctx,
+        ETH_LEN + IPV6_LEN,
+        next,
+        IPV6_EXT_HEADERS.contains(&next),
+    );
     let Some(ep) = local_destination(&EndpointKey::v6(dst)) else {
         if let Flow::Ports(sport, dport) = flow {
             stack::remember(&StackKey::v6(src, sport, next), dst, dport);
@@ -211,8 +216,9 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
 
 /// Length of the IPv6 fixed header.
 const IPV6_LEN: usize = 40;
-/// IPv6 next-header value of a fragment header.
-const IPPROTO_FRAGMENT: u8 = 44;
+/// IPv6 next-header values of the extension headers before an upper-layer header: hop-by-hop
+/// options, routing, fragment, destination options.
+const IPV6_EXT_HEADERS: [u8; 4] = [0, 43, 44, 60];
 
 /// The endpoint `key` if it is a pod on this node (not a host entry).
 #[inline(always)]

@@ -3,10 +3,11 @@
 //! `from_container` records here the socket of every TCP, UDP or SCTP packet it hands to the
 //! stack (the destination is not a local pod: a Service, the node, another node). A packet
 //! between two local pods is redirected past the stack unless either end's socket is recorded
-//! (the source's: then the destination's is recorded too, see `between_pods`),
-//! or it is a fragment (no ports to look up; the stack reassembles) or an ICMP error (its
-//! quote may need conntrack's reverse NAT). Both directions of a flow ask the same two sockets,
-//! so a flow takes the stack both ways or not at all.
+//! (the source's: then the destination's is recorded too, see `between_pods`), or its ports
+//! cannot be read (a fragment, an IPv6 extension header first: the stack reassembles and
+//! parses), or it is an ICMP error (its quote may need conntrack's reverse NAT). Both
+//! directions of a flow ask the same two sockets, so a flow takes the stack both ways or not
+//! at all. The stack-flow map adds 65 536 preallocated entries (7 MiB of kernel memory).
 
 use agent_common::{
     StackInfo, StackKey,
@@ -33,17 +34,18 @@ const IPPROTO_ICMPV6: u8 = 58;
 pub enum Flow {
     /// TCP, UDP or SCTP with its (source, destination) ports in host order.
     Ports(u16, u16),
-    /// ICMP or ICMPv6 that quotes another packet (an error), or a fragment.
+    /// ICMP or ICMPv6 that quotes another packet (an error), a fragment, or ports hidden behind
+    /// an IPv6 extension header.
     NeedsStack,
     /// Anything else (ICMP echo, other protocols): no socket to look up.
     Other,
 }
 
-/// Read the L4 facts of an IP packet whose L4 header is at `off` (`fragment`: the IP header
-/// says more fragments follow or this is not the first).
+/// Read the L4 facts of an IP packet whose L4 header is at `off` (`hidden`: its ports cannot be
+/// read there: a fragment, or an IPv6 extension header comes first).
 #[inline(always)]
-pub fn flow(ctx: &TcContext, off: usize, proto: u8, fragment: bool) -> Flow {
-    if fragment {
+pub fn flow(ctx: &TcContext, off: usize, proto: u8, hidden: bool) -> Flow {
+    if hidden {
         return Flow::NeedsStack;
     }
     match proto {

@@ -345,8 +345,8 @@ fn a_flow_whose_socket_talked_through_the_stack_takes_the_stack_both_ways() {
     );
 }
 
-/// IPv6, UDP: the same decision; ICMP errors and fragments between local pods always take the
-/// stack, echo requests keep the fast path.
+/// IPv6, UDP: the same decision; ICMP errors, fragments and IPv6 extension headers between
+/// local pods always take the stack, echo requests keep the fast path.
 #[test]
 fn ipv6_stack_flows_icmp_errors_and_fragments_take_the_stack() {
     let mut node = node();
@@ -360,6 +360,24 @@ fn ipv6_stack_flows_icmp_errors_and_fragments_take_the_stack() {
     let answer = frames::udp6_ports(DST6, 53, SRC6, 5300, b"a");
     let (verdict, out) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &answer);
     assert_eq!((verdict, &out), (TC_ACT_OK, &answer));
+
+    // A hop-by-hop options header hides the ports: the stack decides.
+    let plain = frames::udp6_ports(DST6, 8080, SRC6, 5301, b"a");
+    let mut hidden = plain[..54].to_vec();
+    hidden[14 + 6] = 0; // next header: hop-by-hop options
+    let len = u16::from_be_bytes([hidden[18], hidden[19]]) + 8;
+    hidden[18..20].copy_from_slice(&len.to_be_bytes());
+    hidden.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]); // next: UDP; PadN
+    hidden.extend_from_slice(&plain[54..]);
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &hidden).0,
+        TC_ACT_OK
+    );
+    assert_eq!(
+        test_run(&mut node.datapath, PROG_FROM_CONTAINER, &plain).0,
+        TC_ACT_REDIRECT,
+        "the same packet without the header is redirected"
+    );
 
     let echo = frames::icmp4_echo(DST4, SRC4, 8, 7, 1);
     assert_eq!(
@@ -381,7 +399,7 @@ fn ipv6_stack_flows_icmp_errors_and_fragments_take_the_stack() {
         test_run(&mut node.datapath, PROG_FROM_CONTAINER, &fragment).0,
         TC_ACT_OK
     );
-    assert_eq!(node.counters()["pass_stack_flow"], 3);
+    assert_eq!(node.counters()["pass_stack_flow"], 4);
 }
 
 /// The same node with DST4/DST6 behind `lo` (the sending veth here) and SRC4/SRC6 behind the
