@@ -3,10 +3,10 @@
 //! `from_container` records here the socket of every TCP, UDP or SCTP packet it hands to the
 //! stack (the destination is not a local pod: a Service, the node, another node). A packet
 //! between two local pods is redirected past the stack unless either end's socket is recorded
-//! (the source's: then the destination's is recorded too, see `between_pods`), or its ports
-//! cannot be read (a fragment, an IPv6 extension header first: the stack reassembles and
-//! parses), or it is an ICMP error (its quote may need conntrack's reverse NAT). Both
-//! directions of a flow ask the same two sockets, so a flow takes the stack both ways or not
+//! (then both are, see `between_pods`), or its ports cannot be read (a fragment, an IPv6
+//! extension header first: the stack reassembles and parses), or it is an ICMP error (its quote
+//! may need conntrack's reverse NAT). Both directions of a flow ask the same two sockets, so a
+//! flow takes the stack both ways or not
 //! at all. The stack-flow map adds 65 536 preallocated entries (7 MiB of kernel memory).
 
 use agent_common::{
@@ -86,18 +86,25 @@ pub fn remember(src: &StackKey, peer: [u8; 16], peer_port: u16) {
     let _ = STACK_FLOWS.insert(src, &info, u64::from(BPF_NOEXIST));
 }
 
-/// Must a packet from socket `src` to socket `dst`, both local pods, take the stack? When the
-/// source socket is recorded the destination's is recorded too: conntrack may give the flow
-/// another source port than the pod's (when its reply tuple clashes with an older translated
-/// flow's), so the reply may go to a port nobody recorded; coming from the recorded
-/// destination socket, it still takes the stack and is translated back.
+/// Must a packet from socket `src` to socket `dst`, both local pods, take the stack? It must
+/// when either socket is recorded, and then both are: conntrack may give a later flow of the
+/// pair another source port than the pod chose (its reply tuple clashes with this flow's, which
+/// conntrack keeps for minutes after it ends), and that flow's reply, sent to a port nobody
+/// recorded, must still meet conntrack because it comes from a recorded socket.
 #[inline(always)]
 pub fn between_pods(src: &StackKey, dst: &StackKey) -> bool {
-    if STACK_FLOWS.get_ptr(src).is_some() {
-        remember(dst, src.addr, src.port);
-        return true;
+    let from = STACK_FLOWS.get_ptr(src).is_some();
+    let to = STACK_FLOWS.get_ptr(dst).is_some();
+    if !from && !to {
+        return false;
     }
-    STACK_FLOWS.get_ptr(dst).is_some()
+    if !from {
+        remember(src, dst.addr, dst.port);
+    }
+    if !to {
+        remember(dst, src.addr, src.port);
+    }
+    true
 }
 
 /// An IPv4 address in the 16 bytes of `StackInfo::peer`.

@@ -315,17 +315,33 @@ fn a_flow_whose_socket_talked_through_the_stack_takes_the_stack_both_ways() {
         (TC_ACT_OK, &reply),
         "reply to the stack untouched"
     );
-    // Another socket of the same pods keeps the fast path.
-    let other = frames::tcp4(DST4, 8080, SRC4, 41002, 0x12, b"");
+    // The backend's socket is recorded with it (conntrack may give a later flow of the pair
+    // another client port, and that reply must find the stack too) ...
+    let recorded = node.datapath.list_stack_flows().expect("list");
+    assert!(
+        recorded.iter().any(|f| f.addr == IpAddr::V4(DST4)
+            && f.port == 8080
+            && f.peer == IpAddr::V4(SRC4)
+            && f.peer_port == 41001),
+        "{recorded:?}"
+    );
+    let remapped = frames::tcp4(DST4, 8080, SRC4, 1, 0x12, b"");
+    let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &remapped);
+    assert_eq!(
+        verdict, TC_ACT_OK,
+        "from the recorded backend socket: the stack"
+    );
+    // ... while another socket of the same pods keeps the fast path.
+    let other = frames::tcp4(DST4, 9090, SRC4, 41002, 0x12, b"");
     let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &other);
     assert_eq!(verdict, TC_ACT_REDIRECT);
-    assert_eq!(node.counters()["pass_stack_flow"], 1);
+    assert_eq!(node.counters()["pass_stack_flow"], 2);
 
-    // The other direction of a flow whose server socket is recorded takes the stack too.
+    // A socket recorded by hand (as by an earlier flow) sends its flows through the stack.
     node.datapath
         .upsert_stack_flow(&StackFlow {
             addr: IpAddr::V4(DST4),
-            port: 8080,
+            port: 9090,
             proto: 6,
             peer: IpAddr::V4(vip),
             peer_port: 80,
@@ -333,16 +349,7 @@ fn a_flow_whose_socket_talked_through_the_stack_takes_the_stack_both_ways() {
         .expect("record");
     let (verdict, _) = test_run(&mut node.datapath, PROG_FROM_CONTAINER, &other);
     assert_eq!(verdict, TC_ACT_OK);
-    assert_eq!(node.counters()["pass_stack_flow"], 2);
-    // A recorded source records the destination too (conntrack may remap the source port, and
-    // the reply must still find the stack).
-    let recorded = node.datapath.list_stack_flows().expect("list");
-    assert!(
-        recorded
-            .iter()
-            .any(|f| f.addr == IpAddr::V4(SRC4) && f.port == 41002 && f.peer_port == 8080),
-        "{recorded:?}"
-    );
+    assert_eq!(node.counters()["pass_stack_flow"], 3);
 }
 
 /// IPv6, UDP: the same decision; ICMP errors, fragments and IPv6 extension headers between

@@ -38,6 +38,8 @@ const VIP_REMOTE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 11);
 const VIP_BOTH: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 12);
 /// ClusterIP with both, `sessionAffinity: ClientIP`.
 const VIP_STICKY: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 13);
+/// A second ClusterIP whose only backend is B (two Services sharing a backend).
+const VIP_LOCAL2: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 14);
 /// NodePorts of the local-only and the remote-only Service.
 const NODE_PORT_LOCAL: u16 = 30080;
 const NODE_PORT_REMOTE: u16 = 30081;
@@ -95,6 +97,7 @@ fn services(b: Ipv4Addr, c: Ipv4Addr) -> Vec<Service> {
         service("remote", Protocol::Udp, VIP_REMOTE, &[c]),
         service("both", Protocol::Tcp, VIP_BOTH, &[b, c]),
         sticky,
+        service("local2", Protocol::Tcp, VIP_LOCAL2, &[b]),
     ]
 }
 
@@ -351,6 +354,16 @@ fn a_source_port_reused_between_service_and_direct(mode: Mode) {
     assert_eq!(tcp_answer_from_port(&a, 40124, at(VIP_LOCAL, 80)), "B");
 }
 
+/// One source port for two Services that share their backend: the second flow's reply tuple
+/// clashes with the first's (still in conntrack), so conntrack gives it another source port,
+/// and the backend's reply goes to a port the client never chose; it must be translated back.
+fn a_source_port_reused_between_two_services_of_one_backend(mode: Mode) {
+    let k = cluster(mode);
+    let a = k.a.netns.path();
+    assert_eq!(tcp_answer_from_port(&a, 40125, at(VIP_LOCAL, 80)), "B");
+    assert_eq!(tcp_answer_from_port(&a, 40125, at(VIP_LOCAL2, 80)), "B");
+}
+
 macro_rules! both_modes {
     ($($case:ident),+ $(,)?) => {
         mod iptables {
@@ -373,4 +386,5 @@ both_modes!(
     hairpin,
     remote_pod_directly_under_kube_forward,
     a_source_port_reused_between_service_and_direct,
+    a_source_port_reused_between_two_services_of_one_backend,
 );
