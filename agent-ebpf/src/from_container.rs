@@ -124,18 +124,10 @@ fn ipv4(ctx: &TcContext) -> Result<Outcome, Outcome> {
         }
         return Ok(Outcome::PASS);
     };
-    match flow {
-        Flow::NeedsStack => return Ok(Outcome::STACK_FLOW),
-        Flow::Ports(sport, dport) => {
-            let (from, to) = (
-                StackKey::v4(src, sport, proto),
-                StackKey::v4(dst, dport, proto),
-            );
-            if stack::between_pods(&from, &to) {
-                return Ok(Outcome::STACK_FLOW);
-            }
-        }
-        Flow::Other => {}
+    if stack::between_local_pods(flow, |source, port| {
+        StackKey::v4(if source { src } else { dst }, port, proto)
+    }) {
+        return Ok(Outcome::STACK_FLOW);
     }
     // Helpers ran since the header was read: check its bounds again.
     let ip = ptr_at::<Ipv4Hdr>(ctx, ETH_LEN)?;
@@ -191,18 +183,10 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
         }
         return Ok(Outcome::PASS);
     };
-    match flow {
-        Flow::NeedsStack => return Ok(Outcome::STACK_FLOW),
-        Flow::Ports(sport, dport) => {
-            let (from, to) = (
-                StackKey::v6(src, sport, next),
-                StackKey::v6(dst, dport, next),
-            );
-            if stack::between_pods(&from, &to) {
-                return Ok(Outcome::STACK_FLOW);
-            }
-        }
-        Flow::Other => {}
+    if stack::between_local_pods(flow, |source, port| {
+        StackKey::v6(if source { src } else { dst }, port, next)
+    }) {
+        return Ok(Outcome::STACK_FLOW);
     }
     if hop <= 1 {
         return Ok(Outcome::PASS);

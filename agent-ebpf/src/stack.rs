@@ -86,13 +86,24 @@ pub fn remember(src: &StackKey, peer: [u8; 16], peer_port: u16) {
     let _ = STACK_FLOWS.insert(src, &info, u64::from(BPF_NOEXIST));
 }
 
+/// Must a packet between two local pods take the stack? `key(source, port)` makes the key of
+/// the packet's source end (`true`) or destination end (`false`) with that port.
+#[inline(always)]
+pub fn between_local_pods(flow: Flow, key: impl Fn(bool, u16) -> StackKey) -> bool {
+    match flow {
+        Flow::NeedsStack => true,
+        Flow::Ports(sport, dport) => between_pods(&key(true, sport), &key(false, dport)),
+        Flow::Other => false,
+    }
+}
+
 /// Must a packet from socket `src` to socket `dst`, both local pods, take the stack? It must
 /// when either socket is recorded, and then both are: conntrack may give a later flow of the
 /// pair another source port than the pod chose (its reply tuple clashes with this flow's, which
 /// conntrack keeps for minutes after it ends), and that flow's reply, sent to a port nobody
 /// recorded, must still meet conntrack because it comes from a recorded socket.
 #[inline(always)]
-pub fn between_pods(src: &StackKey, dst: &StackKey) -> bool {
+fn between_pods(src: &StackKey, dst: &StackKey) -> bool {
     let from = STACK_FLOWS.get_ptr(src).is_some();
     let to = STACK_FLOWS.get_ptr(dst).is_some();
     if !from && !to {

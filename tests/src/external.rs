@@ -14,9 +14,9 @@ use std::{
     time::Duration,
 };
 
-use weft_agent::datapath::netns::in_netns;
+use weft_agent::datapath::{NetdevConfig, netns::in_netns};
 
-use crate::{NamedNetNs, run};
+use crate::{NamedNetNs, Node, report, run};
 
 /// Node-side device of the external link.
 pub const NODE_DEV: &str = "wnode";
@@ -85,6 +85,26 @@ impl External {
         run(Command::new("sysctl").args(["-qw", "net.ipv4.ip_forward=1"]));
         run(Command::new("sysctl").args(["-qw", "net.ipv6.conf.all.forwarding=1"]));
         Self { netns }
+    }
+
+    /// As [`External::new`], with the datapath of the calling thread's `node` on the node side:
+    /// `to_netdev`/`from_netdev` on [`NODE_DEV`] masquerading IPv4 to [`NODE_IP`], the IPCache's
+    /// world entries, and [`NODE_IP`] as the node's host address.
+    #[must_use]
+    pub fn masquerading(node: &mut Node, pod_cidrs: &[&str]) -> Self {
+        let ext = Self::new(pod_cidrs);
+        let dp = &mut node.datapath;
+        let config = NetdevConfig {
+            masq_v4: Some(NODE_IP),
+            masq_v6: None,
+        };
+        dp.attach_netdev(NODE_DEV, &config)
+            .unwrap_or_else(|e| panic!("attach to_netdev/from_netdev: {}", report(&e)));
+        dp.ensure_world_ipcache()
+            .unwrap_or_else(|e| panic!("world entries: {}", report(&e)));
+        dp.sync_host_ips(&[IpAddr::V4(NODE_IP)])
+            .unwrap_or_else(|e| panic!("host addresses: {}", report(&e)));
+        ext
     }
 
     /// Accept one TCP connection on `EXT_IP:port` and echo everything until the client closes;

@@ -28,19 +28,7 @@ use weft_tests::{
 
 /// The external host, with the datapath's native-device programs on the node side.
 fn external(node: &mut Node) -> External {
-    let ext = External::new(&["10.77.0.0/24"]);
-    let dp = &mut node.datapath;
-    dp.attach_netdev(
-        NODE_DEV,
-        &NetdevConfig {
-            masq_v4: Some(NODE_IP),
-            masq_v6: None,
-        },
-    )
-    .expect("attach to_netdev/from_netdev");
-    dp.ensure_world_ipcache().expect("world");
-    dp.sync_host_ips(&[IpAddr::V4(NODE_IP)]).expect("host ips");
-    ext
+    External::masquerading(node, &["10.77.0.0/24"])
 }
 
 /// As [`external`], with IPv6 masquerading to [`NODE_IP6`] too; the external host routes the

@@ -22,11 +22,11 @@ use std::{
     time::Duration,
 };
 
-use weft_agent::datapath::{NetdevConfig, netns::in_netns};
+use weft_agent::datapath::netns::in_netns;
 use weft_tests::{
     Node, Pod,
     cluster::{NODE1_IP, NODE2_IP, RemoteNode, link, tcp_name_server, udp_name_server},
-    external::{External, NODE_DEV, NODE_IP},
+    external::{External, NODE_IP},
     kube_proxy::{self, Mode, Protocol, Proxy, Service},
 };
 
@@ -120,18 +120,9 @@ fn cluster(mode: Mode) -> Cluster {
     let a = node.add_pod(1);
     let b = node.add_pod(2);
     let c = remote.run(|node| node.add_pod(50));
-    let ext = External::new(&["10.77.0.0/24"]);
-    let dp = &mut node.datapath;
-    dp.attach_netdev(
-        NODE_DEV,
-        &NetdevConfig {
-            masq_v4: Some(NODE_IP),
-            masq_v6: None,
-        },
-    )
-    .expect("attach the external device");
-    dp.ensure_world_ipcache().expect("world");
-    dp.sync_host_ips(&[IpAddr::V4(NODE_IP), IpAddr::V4(NODE1_IP)])
+    let ext = External::masquerading(&mut node, &["10.77.0.0/24"]);
+    node.datapath
+        .sync_host_ips(&[IpAddr::V4(NODE_IP), IpAddr::V4(NODE1_IP)])
         .expect("host ips");
     link(&mut node, &remote, &[a.v4, b.v4], &[c.v4]);
     serve(&b, "B");
