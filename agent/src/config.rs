@@ -1,11 +1,13 @@
 //! Agent configuration in Cilium's vocabulary: the keys of the `cilium-config` ConfigMap
 //! (`ipam`, `ipam-default-ip-pool`, `enable-ipv6`, …), read from a directory of one file per
 //! key (a mounted ConfigMap) or a YAML/JSON map ([`file`]), overridden per node by
-//! CiliumNodeConfig defaults, and by command-line flags of the same names. Keys weft does not
-//! read are reported by [`keys`]. Pure but for [`file`], which reads the files.
+//! CiliumNodeConfig defaults, and by command-line flags of the same names. Cilium's keys weft
+//! does not read go through the feature guard ([`guard`], table in [`features`]). Pure but for [`file`], which reads the files.
 
 mod cluster_pool;
+pub mod features;
 pub mod file;
+pub mod guard;
 pub mod keys;
 pub mod reference;
 
@@ -16,9 +18,8 @@ use weft_operator::ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
-/// The keys weft understands (others in a shared cilium-config are ignored, and listed in one
-/// warning by [`keys::warn_unknown`]). Each has its documentation in [`reference::REFERENCE`].
-pub const KEYS: [&str; 39] = [
+/// The keys weft understands (the feature guard, [`guard`], judges the others). Each has its documentation in [`reference::REFERENCE`].
+pub const KEYS: [&str; 41] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -58,7 +59,12 @@ pub const KEYS: [&str; 39] = [
     "cluster-pool-ipv4-mask-size",
     "cluster-pool-ipv6-cidr",
     "cluster-pool-ipv6-mask-size",
+    "agent-not-ready-taint-key",
+    "remove-cilium-node-taints",
 ];
+
+/// Cilium's `agent-not-ready-taint-key` default.
+pub const DEFAULT_NOT_READY_TAINT: &str = "node.cilium.io/agent-not-ready";
 
 /// Cilium's `ip-masq-agent-config-path` default.
 pub const DEFAULT_IP_MASQ_AGENT_CONFIG: &str = "/etc/config/ip-masq-agent";
@@ -80,6 +86,11 @@ pub struct AgentConfig {
     pub enable_ipv4: bool,
     /// `enable-ipv6` (default false, as Cilium).
     pub enable_ipv6: bool,
+    /// `agent-not-ready-taint-key` (default `node.cilium.io/agent-not-ready`): the taint the
+    /// agent removes from its Node once it serves CNI (empty: none).
+    pub not_ready_taint_key: String,
+    /// `remove-cilium-node-taints` (default true): remove that taint at all.
+    pub remove_node_taints: bool,
     /// `ipam-cilium-node-update-rate`: debounce of CiliumNode writes (default 15s).
     pub node_update_rate: Duration,
     /// `enable-health-checking` (default true): the CRD allocator then waits for 2 addresses.
@@ -185,6 +196,8 @@ impl Default for AgentConfig {
             cluster_name: crate::identity::DEFAULT_CLUSTER.to_owned(),
             bypass_ip_availability_upon_restore: false,
             cluster_pool: ClusterPoolConfig::default(),
+            not_ready_taint_key: DEFAULT_NOT_READY_TAINT.to_owned(),
+            remove_node_taints: true,
         }
     }
 }
@@ -203,8 +216,8 @@ pub struct ConfigError {
 
 impl AgentConfig {
     /// Resolve from layers of key/value maps, later layers winning (e.g. config file, then
-    /// CiliumNodeConfig defaults, then flags). Unknown keys are ignored here (the caller
-    /// reports them with [`keys::warn_unknown`]).
+    /// CiliumNodeConfig defaults, then flags). Other keys are ignored here (the caller
+    /// judges them with [`guard::review`]).
     ///
     /// # Errors
     /// A known key has a value of the wrong form, or two keys contradict each other; the
@@ -274,6 +287,11 @@ impl AgentConfig {
                         parse_bool(value).ok_or_else(|| bad("true or false"))?;
                 }
                 "cluster-name" if !value.is_empty() => value.clone_into(&mut config.cluster_name),
+                "agent-not-ready-taint-key" => value.clone_into(&mut config.not_ready_taint_key),
+                "remove-cilium-node-taints" => {
+                    config.remove_node_taints =
+                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
+                }
                 "ipam-cilium-node-update-rate" => {
                     config.node_update_rate = parse_duration(value)
                         .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;

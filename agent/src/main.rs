@@ -95,6 +95,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 datapath: config,
                 config_file: config_file(&args.config)?,
                 config_flags: args.config.flags(),
+                allow_unsupported_features: args.allow_unsupported_features,
             };
             Daemon::run(opts, shutdown_signal())
                 .await

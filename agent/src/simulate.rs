@@ -191,7 +191,10 @@ pub fn plan(
     let own = own_node(&snapshot, store, node_name)?;
     let configs: Vec<_> = snapshot.node_configs.values().cloned().collect();
     let per_node = resolve_node_config(&configs, &own.metadata.labels)?;
-    crate::config::keys::warn_unknown(file, &per_node);
+    // A plan allocates nothing: refused keys are only warned about.
+    crate::config::guard::review([("config file", file), ("CiliumNodeConfig", &per_node)])
+        .enforce(true)
+        .ok();
     let config = AgentConfig::resolve([file, &per_node, flags])?;
     let held = held(input.state_dir)?;
     let mut ipam = IpamManager::new(ipam_config(&config))?;

@@ -279,6 +279,21 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
         Modes::All,
         "cluster name in every pod's security labels",
     ),
+    seed(
+        "agent-not-ready-taint-key",
+        Value("node.cilium.io/agent-not-ready"),
+        Modes::All,
+        "the taint removed from the own Node once the agent serves CNI (empty: none)",
+    ),
+    doc(
+        "remove-cilium-node-taints",
+        Value("true"),
+        Modes::All,
+        Stores::Kubernetes,
+        Cilium::Operator,
+        "remove agent-not-ready-taint-key from the own Node once ready (Cilium's operator does \
+         it for its agents)",
+    ),
     agent(
         "bypass-ip-availability-upon-restore",
         Value("false"),

@@ -106,6 +106,9 @@ pub struct DaemonOptions {
     pub config_file: BTreeMap<String, String>,
     /// Configuration from flags (wins over everything).
     pub config_flags: BTreeMap<String, String>,
+    /// Run although the configuration asks for features weft does not have
+    /// (`--allow-unsupported-features`): the feature guard only warns.
+    pub allow_unsupported_features: bool,
 }
 
 /// Why the daemon could not start.
@@ -132,6 +135,9 @@ pub enum DaemonError {
     /// The in-process operator's allocator cannot start (single-host store).
     #[error("configuration")]
     Operator(#[from] crate::store::embedded::operator::OperatorError),
+    /// The configuration asks for features weft does not have (the feature guard).
+    #[error(transparent)]
+    Unsupported(#[from] crate::config::guard::UnsupportedFeatures),
     /// A CiliumNodeConfig for this node is invalid.
     #[error("CiliumNodeConfig for this node")]
     NodeConfig(#[from] crate::crd::nodeconfig::NodeConfigError),
@@ -281,6 +287,8 @@ impl Daemon {
         // A bad value stops the agent before it says it serves anything; the checks across
         // keys wait for this node's CiliumNodeConfig defaults (read with the store).
         AgentConfig::resolve_values([&opts.config_file, &opts.config_flags])?;
+        crate::config::guard::review([("config file", &opts.config_file)])
+            .enforce(opts.allow_unsupported_features)?;
         let mut shutdown = std::pin::pin!(shutdown);
         let ready = Readiness::default();
         let metrics = Arc::new(Metrics::new(&opts.node_name));
@@ -310,6 +318,16 @@ impl Daemon {
         tokio::spawn(del::finish_deletes(Arc::clone(&daemon)));
         daemon.endpoints_changed.notify_one();
         ready.set(true);
+        if let NodeStore::Kube(store) = &daemon.store
+            && daemon.config.remove_node_taints
+            && !daemon.config.not_ready_taint_key.is_empty()
+        {
+            tokio::spawn(crate::k8s::taint::clear(
+                store.client(),
+                daemon.opts.node_name.clone(),
+                daemon.config.not_ready_taint_key.clone(),
+            ));
+        }
         info!(socket = %daemon.opts.socket.display(), node = %daemon.opts.node_name, "weft-agent ready");
         let mut snapshots = daemon.store.snapshots();
         let mut tick = tokio::time::interval(Duration::from_mins(1));

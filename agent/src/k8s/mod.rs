@@ -19,6 +19,7 @@ mod fold;
 mod recreate;
 pub mod seed;
 mod store;
+pub mod taint;
 mod writer;
 
 use std::path::{Path, PathBuf};

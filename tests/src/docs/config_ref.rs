@@ -35,9 +35,11 @@ the node's CiliumNodeConfig `defaults`, then flags of the same name: each layer 
 one before. `--config` also takes the whole ConfigMap manifest as `kubectl -n kube-system get
 cm cilium-config -o yaml` prints it: its `data` is used, and an info line says so; any other
 manifest or a file that is no map is refused, naming the file. `weft-operator` reads each
-setting from its flag, else from the same key in `--config-dir`, else the default. Keys weft
-does not read are ignored, so one ConfigMap can serve Cilium and weft; the agent lists them in
-one warning at start, a misspelt one with the key it is closest to, e.g.
+setting from its flag, else from the same key in `--config-dir`, else the default. One
+ConfigMap can serve Cilium and weft: the agent judges each of Cilium's keys it does not read
+(ignored as harmless, or refused because running without it would break traffic or security;
+[cilium-features.md](cilium-features.md) has the table), and lists keys nobody knows in one
+warning at start, a misspelt one with the key it is closest to, e.g.
 `ipam-multipool-pre-allocation (config file; did you mean ipam-multi-pool-pre-allocation?)`.
 A bad value stops start-up, before anything is served, with the key and what it accepts, e.g.
 `invalid value \"maybe\" for enable-ipv6: expected true or false`.

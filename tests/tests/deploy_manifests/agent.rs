@@ -25,7 +25,7 @@ const HEALTH_ADDR: &str = weft_agent::metrics::DEFAULT_HEALTH_ADDR;
 
 /// What the agent may do: (API group, resource, verbs). Exactly this, no more, no less.
 const RBAC: &[(&str, &str, &[&str])] = &[
-    ("", "nodes", &["get"]),
+    ("", "nodes", &["get", "patch"]),
     ("", "pods", &["list", "watch"]),
     ("", "namespaces", &["list", "watch"]),
     (

@@ -11,15 +11,22 @@ use weft_tests::docs::{self, check::Checker, config_ref};
 
 #[test]
 fn the_configuration_reference_is_current() {
-    let path = docs::config_ref_path();
-    let checked_in = fs::read_to_string(&path).unwrap_or_else(|e| {
+    assert_current(&docs::config_ref_path(), &config_ref::render());
+}
+
+#[test]
+fn the_page_of_cilium_s_features_is_current() {
+    assert_current(&docs::features_path(), &docs::features::render());
+}
+
+fn assert_current(path: &std::path::Path, fresh: &str) {
+    let checked_in = fs::read_to_string(path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; run `{}` and check the file in",
             path.display(),
             config_ref::COMMAND
         )
     });
-    let fresh = config_ref::render();
     if checked_in != fresh {
         let line = checked_in
             .lines()

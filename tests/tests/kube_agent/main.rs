@@ -16,6 +16,7 @@ mod reliability;
 mod restarts;
 mod router;
 mod static_ip;
+mod taint;
 mod two_nodes;
 
 use std::{path::PathBuf, time::Duration};

@@ -5,6 +5,9 @@
 //!   no configuration is refused naming it, misspelt keys get one warning with the closest key,
 //!   Cilium's names and bare boolean flags work, `delegated-plugin` and bad values stop the agent
 //!   before it says it serves, its log is plain text and SIGTERM removes its socket.
+//! - [`features`]: Cilium's default Helm-rendered cilium-config stops the agent before it serves,
+//!   naming each feature weft lacks and the way out; `--allow-unsupported-features` runs it
+//!   with a warning per refused key; a refused key in a CiliumNodeConfig stops it too.
 //! - [`inspect`]: `weft-agent bpf …` pointed at a directory where no agent pinned its maps
 //!   creates nothing there (no pins, no bpffs mount) and says which `--pin-dir` to use; pointed
 //!   at a running agent's, it leaves that agent's programs and links as they are.
@@ -25,6 +28,7 @@
 //! Runs as root.
 
 mod config;
+mod features;
 mod inspect;
 mod ipam;
 mod live_sandbox;
