@@ -10,6 +10,8 @@
 //! - [`kustomize`]: `kubectl kustomize` builds every base, overlay and component, each build
 //!   validates, pins the one image, and holds what its install path promises (weft alone:
 //!   CRDs, agent and operator; beside Cilium: the agent on cilium-config, nothing else);
+//! - [`helm`]: the Helm chart `helm/weft`, rendered by Helm's engine in every IPAM mode, validates
+//!   and renders the kustomize install's objects;
 //! - [`documented`]: every overlay and `kubectl` kustomize command of `docs/install.md` builds,
 //!   and no page needs a `kustomize` binary;
 //! - the ConfigMap's keys are cilium-config keys the agent or weft-operator reads, with values
@@ -24,6 +26,7 @@
 
 mod agent;
 mod documented;
+mod helm;
 mod kustomize;
 mod operator;
 

@@ -1,0 +1,43 @@
+"""`helm template --include-crds` with Helm's own engine, for tests/tests/deploy_manifests/helm.rs.
+
+Runs with the venv of `cargo xtask setup` (helm-python-sdk: ctypes bindings to libhelm_c, a C
+ABI over Helm's Go SDK, helm.sh/helm/v4). Usage:
+
+    helm_template.py CHART RELEASE NAMESPACE VALUES_JSON
+
+Prints one JSON object: {"helm": <Helm SDK version>, "crds": {file: text}, "manifests":
+{template: text}} (templates that render to nothing are left out). A template that fails
+exits 1 with Helm's error on stderr.
+"""
+
+import json
+import sys
+
+import helm_python as helm
+
+
+def main() -> int:
+    chart_dir, release, namespace, values = sys.argv[1:]
+    with helm.Chart.load(chart_dir) as chart:
+        try:
+            rendered = chart.render(
+                json.loads(values), name=release, namespace=namespace, is_install=True
+            )
+        except helm.HelmError as error:
+            print(error, file=sys.stderr)
+            return 1
+        crds = {crd["filename"]: crd["data"] for crd in chart.crds}
+    manifests = {
+        name: text
+        for name, text in rendered.items()
+        if name.endswith((".yaml", ".yml")) and text.strip()
+    }
+    json.dump(
+        {"helm": helm.helm_sdk_version(), "crds": crds, "manifests": manifests},
+        sys.stdout,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
