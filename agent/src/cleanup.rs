@@ -265,3 +265,67 @@ fn remove(path: &Path, what: &'static str, removed: &mut Vec<Removed>) -> Result
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::{CleanupError, Outcome, Removed, Report, Step};
+
+    fn step(what: &str, outcome: Outcome) -> Step {
+        Step {
+            what: what.to_owned(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn each_step_says_how_it_went_a_failure_with_its_error() {
+        let report = Report {
+            steps: vec![
+                step(
+                    "CNI configuration /c/05-weft.conflist",
+                    Outcome::Failed {
+                        removed: Vec::new(),
+                        error: CleanupError::Remove {
+                            path: "/c/05-weft.conflist".into(),
+                            source: io::Error::from(io::ErrorKind::ReadOnlyFilesystem),
+                        },
+                    },
+                ),
+                step(
+                    "pins /p",
+                    Outcome::Removed(vec![Removed {
+                        what: "pin",
+                        name: "/p/weft_eps_v1".to_owned(),
+                    }]),
+                ),
+                step("socket /s", Outcome::NothingToRemove),
+                step("/state", Outcome::Kept),
+            ],
+        };
+        assert_eq!(
+            report.to_string(),
+            "failed: CNI configuration /c/05-weft.conflist: cannot remove /c/05-weft.conflist: run \
+             as root, with the host's directory mounted read-write: read-only filesystem or \
+             storage medium\n\
+             removed pin: /p/weft_eps_v1\n\
+             nothing to remove: socket /s\n\
+             kept /state: it holds files weft did not write\n"
+        );
+        assert_eq!(report.failed().count(), 1);
+        assert_eq!(report.removed().count(), 1);
+    }
+
+    #[test]
+    fn nothing_removed_and_nothing_failed_is_nothing_to_do() {
+        let report = Report {
+            steps: vec![step("socket /s", Outcome::NothingToRemove)],
+        };
+        assert_eq!(
+            report.to_string(),
+            "nothing to remove: socket /s\nnothing of weft on this node: nothing to do\n"
+        );
+        assert_eq!(report.failed().count(), 0);
+    }
+}
