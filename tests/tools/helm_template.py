@@ -4,10 +4,12 @@ Runs with the venv of `cargo xtask setup` (helm-python-sdk: ctypes bindings to l
 ABI over Helm's Go SDK, helm.sh/helm/v4). Usage:
 
     helm_template.py CHART RELEASE NAMESPACE VALUES_JSON
+    helm_template.py --lint CHART NAMESPACE VALUES_JSON
 
 Prints one JSON object: {"helm": <Helm SDK version>, "crds": {file: text}, "manifests":
 {template: text}} (templates that render to nothing are left out). A template that fails
-exits 1 with Helm's error on stderr.
+exits 1 with Helm's error on stderr. With --lint, `helm lint --strict`'s report instead:
+{"helm": ..., "messages": [{"severity", "path", "error"}], "errors": [...]}.
 """
 
 import json
@@ -16,7 +18,16 @@ import sys
 import helm_python as helm
 
 
+def lint(chart_dir: str, namespace: str, values: str) -> int:
+    report = helm.lint(chart_dir, json.loads(values), strict=True, namespace=namespace)
+    report["helm"] = helm.helm_sdk_version()
+    json.dump(report, sys.stdout)
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1] == "--lint":
+        return lint(*sys.argv[2:])
     chart_dir, release, namespace, values = sys.argv[1:]
     with helm.Chart.load(chart_dir) as chart:
         try:

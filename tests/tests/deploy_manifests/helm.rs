@@ -2,8 +2,8 @@
 //! SDK, helm.sh/helm/v4, behind a C ABI; `cargo xtask setup` installs it) as
 //! `helm template --include-crds` would:
 //!
-//! - in every IPAM mode it installs (multi-pool, cluster-pool, azure, kubernetes, eni) every
-//!   manifest validates with `kubernetes-validate --strict`, the ConfigMap is one the agent (and
+//! - in every IPAM mode it installs (multi-pool, cluster-pool, azure, kubernetes, eni)
+//!   `helm lint --strict` finds nothing above "info", every manifest validates with `kubernetes-validate --strict`, the ConfigMap is one the agent (and
 //!   weft-operator where it runs) accepts, weft-operator runs exactly in the modes it serves, and
 //!   every container runs the one image;
 //! - with its defaults it renders exactly the objects of `deploy/standalone/` and its CRDs
@@ -79,6 +79,32 @@ fn try_render(values: &Value) -> Result<Rendered, String> {
 
 fn render(values: &Value) -> Rendered {
     try_render(values).unwrap_or_else(|e| panic!("the chart does not render with {values}:\n{e}"))
+}
+
+/// `helm lint --strict`'s findings with `values` above "info" (severity 1), and its errors.
+fn lint_findings(values: &Value) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/helm_template.py");
+    let out = Command::new(PYTHON)
+        .arg(&script)
+        .arg("--lint")
+        .arg(chart_dir())
+        .arg(RELEASE.1)
+        .arg(values.to_string())
+        .output()
+        .expect("run helm lint");
+    assert!(
+        out.status.success(),
+        "helm lint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("the lint report's JSON");
+    assert_eq!(report["helm"], HELM_SDK, "linted by another Helm");
+    let mut findings: Vec<Value> = strings_of(&report["messages"])
+        .into_iter()
+        .filter(|m| m["severity"].as_u64().is_none_or(|s| s > 1))
+        .collect();
+    findings.extend(strings_of(&report["errors"]));
+    findings
 }
 
 /// The rendered templates (not the CRDs), written to `scratch` as files named `<prefix>-…`.
@@ -158,6 +184,11 @@ fn config_data(objects: &Objects) -> BTreeMap<String, String> {
 fn every_ipam_mode_renders_and_validates() {
     let scratch = Scratch::new();
     for (mode, values) in modes() {
+        let findings = lint_findings(&values);
+        assert!(
+            findings.is_empty(),
+            "helm lint --strict, {mode}: {findings:?}"
+        );
         let rendered = render(&values);
         let mut files = write(&scratch, &format!("{mode}-crd"), &rendered.crds);
         files.extend(write(&scratch, mode, &rendered.manifests));
