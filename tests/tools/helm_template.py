@@ -5,11 +5,14 @@ ABI over Helm's Go SDK, helm.sh/helm/v4). Usage:
 
     helm_template.py CHART RELEASE NAMESPACE VALUES_JSON
     helm_template.py --lint CHART NAMESPACE VALUES_JSON
+    helm_template.py --set EXPRESSION...
 
 Prints one JSON object: {"helm": <Helm SDK version>, "crds": {file: text}, "manifests":
 {template: text}} (templates that render to nothing are left out). A template that fails
 exits 1 with Helm's error on stderr. With --lint, `helm lint --strict`'s report instead:
-{"helm": ..., "messages": [{"severity", "path", "error"}], "errors": [...]}.
+{"helm": ..., "messages": [{"severity", "path", "error"}], "errors": [...]}. With --set, the
+values the `--set` EXPRESSIONs of a helm command line give (Helm's own parser, later ones
+merged over earlier ones as Helm does), as JSON.
 """
 
 import json
@@ -25,7 +28,30 @@ def lint(chart_dir: str, namespace: str, values: str) -> int:
     return 0
 
 
+def merge(into: dict, values: dict) -> dict:
+    for key, value in values.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def sets(expressions: list[str]) -> int:
+    values: dict = {}
+    for expression in expressions:
+        try:
+            merge(values, helm.parse_set_string(expression))
+        except helm.HelmError as error:
+            print(f"--set {expression}: {error}", file=sys.stderr)
+            return 1
+    json.dump(values, sys.stdout)
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1] == "--set":
+        return sets(sys.argv[2:])
     if sys.argv[1] == "--lint":
         return lint(*sys.argv[2:])
     chart_dir, release, namespace, values = sys.argv[1:]

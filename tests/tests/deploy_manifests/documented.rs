@@ -13,7 +13,11 @@ use std::{
 
 use weft_tests::unique;
 
-use crate::{deploy_dir, kustomization_dirs};
+use crate::{
+    deploy_dir,
+    helm::{set_values, try_render},
+    kustomization_dirs,
+};
 
 /// The page whose commands are checked.
 const INSTALL_PAGE: &str = "docs/install.md";
@@ -172,4 +176,85 @@ fn no_page_or_kustomization_needs_a_kustomize_binary() {
             }
         }
     }
+}
+
+/// A shell line's words (single and double quotes kept together, quotes removed).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quote) = (Vec::new(), String::new(), None);
+    let mut in_word = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '#') if !in_word => break,
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            (_, c) => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    assert!(quote.is_none(), "unclosed quote in `{line}`");
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn every_documented_helm_command_renders() {
+    let page = fs::read_to_string(repo_root().join(INSTALL_PAGE)).expect("the install page");
+    let mut commands = 0;
+    for block in shell_blocks(&page) {
+        let joined = block.join("\n").replace("\\\n", " ");
+        for line in joined.lines() {
+            let words = shell_words(line);
+            let Some(helm) = words.iter().position(|w| w == "helm") else {
+                continue;
+            };
+            let args = &words[helm + 1..];
+            if !matches!(
+                args.first().map(String::as_str),
+                Some("install" | "upgrade" | "template")
+            ) {
+                continue;
+            }
+            assert!(
+                args.iter().any(|a| a == "deploy/helm/weft"),
+                "{INSTALL_PAGE}: `{line}` does not install deploy/helm/weft"
+            );
+            let mut sets = Vec::new();
+            let mut rest = args.iter();
+            while let Some(arg) = rest.next() {
+                if arg == "--set" {
+                    sets.push(rest.next().expect("a --set expression").clone());
+                } else if let Some(expression) = arg.strip_prefix("--set=") {
+                    sets.push(expression.to_owned());
+                } else {
+                    assert!(
+                        !arg.starts_with("--set") && arg != "-f" && arg != "--values",
+                        "{INSTALL_PAGE}: `{line}`: {arg} is not checked here; use --set"
+                    );
+                }
+            }
+            let values =
+                set_values(&sets).unwrap_or_else(|e| panic!("{INSTALL_PAGE}: `{line}`: {e}"));
+            if let Err(error) = try_render(&values) {
+                panic!("{INSTALL_PAGE}: `{line}` does not render ({values}):\n{error}");
+            }
+            commands += 1;
+        }
+    }
+    assert!(
+        commands >= 2,
+        "{INSTALL_PAGE}: its helm commands were not found"
+    );
 }

@@ -41,7 +41,7 @@ const IMAGE: &str = "ghcr.io/weft-project/weft:0.1.0";
 
 /// One `helm template --include-crds`.
 #[derive(Debug, Deserialize)]
-struct Rendered {
+pub(crate) struct Rendered {
     /// The Helm SDK version that rendered it.
     helm: String,
     /// `crds/` files by name.
@@ -55,7 +55,7 @@ fn chart_dir() -> PathBuf {
 }
 
 /// The chart rendered with `values`: Ok, or Helm's error.
-fn try_render(values: &Value) -> Result<Rendered, String> {
+pub(crate) fn try_render(values: &Value) -> Result<Rendered, String> {
     assert!(
         Path::new(PYTHON).exists(),
         "{PYTHON} is missing: run `cargo xtask setup` (it installs helm-python-sdk from PyPI into \
@@ -79,6 +79,21 @@ fn try_render(values: &Value) -> Result<Rendered, String> {
 
 fn render(values: &Value) -> Rendered {
     try_render(values).unwrap_or_else(|e| panic!("the chart does not render with {values}:\n{e}"))
+}
+
+/// The values a helm command line's `--set` `expressions` give, by Helm's own parser.
+pub(crate) fn set_values(expressions: &[String]) -> Result<Value, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/helm_template.py");
+    let out = Command::new(PYTHON)
+        .arg(&script)
+        .arg("--set")
+        .args(expressions)
+        .output()
+        .expect("run the --set parser");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).expect("the values' JSON"))
 }
 
 /// `helm lint --strict`'s findings with `values` above "info" (severity 1), and its errors.
