@@ -6,7 +6,9 @@
 //!
 //! Refuses while an agent answers on the socket: it would recreate what is removed. Removes
 //! only what weft names ([`CONFLIST_NAME`], [`PLUGIN`], [`RECORDS_DIR`], ...), never another
-//! file of those directories; a second run finds nothing and succeeds.
+//! file of those directories; a second run finds nothing and succeeds. A step that fails stops
+//! no other: every step runs, and the [`Report`] says of each what it removed, that there was
+//! nothing to remove, or how it failed (after what it removed before failing).
 
 use std::{
     fmt, fs, io,
@@ -18,6 +20,7 @@ use crate::{
     cni::install::{CONFLIST_NAME, PLUGIN},
     daemon::{MODE_FILE, POOL_IDS_FILE, RECORDS_DIR, ROUTER_FILE},
     datapath::teardown::{self, Removed, TeardownError},
+    error::chain,
 };
 
 /// Why `weft-agent cleanup` stopped.
@@ -32,9 +35,11 @@ pub enum CleanupError {
         /// The socket.
         socket: PathBuf,
     },
-    /// The datapath could not be taken off the node.
-    #[error("removing the datapath")]
+    /// A part of the datapath could not be taken off the node.
+    #[error("removing the datapath's {part}")]
     Datapath {
+        /// Which part: veths, tc filters, pins.
+        part: &'static str,
         /// What failed.
         #[source]
         source: TeardownError,
@@ -67,39 +72,100 @@ pub struct Options {
     pub conf_dir: PathBuf,
 }
 
-/// What `cleanup` removed, in order; empty when there was nothing to do.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// How one step of `cleanup` went.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It removed these things (at least one).
+    Removed(Vec<Removed>),
+    /// None of what it removes was there.
+    NothingToRemove,
+    /// It failed: `removed` went before the error.
+    Failed {
+        /// What it removed before failing.
+        removed: Vec<Removed>,
+        /// Why it stopped.
+        error: CleanupError,
+    },
+    /// The state directory stays: it holds files weft did not write.
+    Kept,
+}
+
+/// One step of `cleanup` and how it went.
+#[derive(Debug)]
+pub struct Step {
+    /// What the step removes (`CNI configuration /etc/cni/net.d/05-weft.conflist`, `veths`).
+    pub what: String,
+    /// How it went.
+    pub outcome: Outcome,
+}
+
+/// What `cleanup` did, step by step, in order.
+#[derive(Debug, Default)]
 pub struct Report {
-    /// The removed things.
-    pub removed: Vec<Removed>,
-    /// The state directory, if it stays because it holds files that are not weft's.
-    pub kept: Option<PathBuf>,
+    /// Every step, each tried whatever the others did.
+    pub steps: Vec<Step>,
+}
+
+impl Report {
+    /// Everything removed, in order.
+    pub fn removed(&self) -> impl Iterator<Item = &Removed> {
+        self.steps.iter().flat_map(|step| match &step.outcome {
+            Outcome::Removed(removed) | Outcome::Failed { removed, .. } => removed.as_slice(),
+            Outcome::NothingToRemove | Outcome::Kept => &[],
+        })
+    }
+
+    /// The steps that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Step> {
+        self.steps
+            .iter()
+            .filter(|step| matches!(step.outcome, Outcome::Failed { .. }))
+    }
+
+    fn push(&mut self, what: String, removed: Vec<Removed>, result: Result<(), CleanupError>) {
+        let outcome = match result {
+            Err(error) => Outcome::Failed { removed, error },
+            Ok(()) if removed.is_empty() => Outcome::NothingToRemove,
+            Ok(()) => Outcome::Removed(removed),
+        };
+        self.steps.push(Step { what, outcome });
+    }
 }
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.removed.is_empty() {
+        for step in &self.steps {
+            match &step.outcome {
+                Outcome::Removed(removed) => {
+                    for removed in removed {
+                        writeln!(f, "{removed}")?;
+                    }
+                }
+                Outcome::NothingToRemove => writeln!(f, "nothing to remove: {}", step.what)?,
+                Outcome::Failed { removed, error } => {
+                    for removed in removed {
+                        writeln!(f, "{removed}")?;
+                    }
+                    writeln!(f, "failed: {}: {}", step.what, chain(error))?;
+                }
+                Outcome::Kept => {
+                    writeln!(f, "kept {}: it holds files weft did not write", step.what)?;
+                }
+            }
+        }
+        if self.removed().next().is_none() && self.failed().next().is_none() {
             writeln!(f, "nothing of weft on this node: nothing to do")?;
-        }
-        for removed in &self.removed {
-            writeln!(f, "{removed}")?;
-        }
-        if let Some(dir) = &self.kept {
-            writeln!(
-                f,
-                "kept {}: it holds files weft did not write",
-                dir.display()
-            )?;
         }
         Ok(())
     }
 }
 
-/// Remove weft from this node (see the module docs).
+/// Remove weft from this node (see the module docs): every step is tried, whatever the ones
+/// before it did; the report says how each went.
 ///
 /// # Errors
-/// An agent is running, or a removal failed (what came before it is removed; fix the cause
-/// and run again).
+/// An agent is running (then nothing is removed). A step that fails is in the report
+/// ([`Report::failed`]), not an error.
 pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
     if UnixStream::connect(&options.socket).is_ok() {
         return Err(CleanupError::AgentRunning {
@@ -107,17 +173,33 @@ pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
         });
     }
     let mut report = Report::default();
-    let removed = &mut report.removed;
-    remove(
-        &options.conf_dir.join(CONFLIST_NAME),
-        "CNI configuration",
+    for (path, what) in [
+        (options.conf_dir.join(CONFLIST_NAME), "CNI configuration"),
+        (options.bin_dir.join(PLUGIN), "CNI plugin"),
+    ] {
+        file_step(&mut report, &path, what);
+    }
+    let datapath = |part| move |source| CleanupError::Datapath { part, source };
+    let mut removed = Vec::new();
+    let result = teardown::remove_veths(&mut removed)
+        .await
+        .map_err(datapath("veths"));
+    report.push("weft's veths".to_owned(), removed, result);
+    let mut removed = Vec::new();
+    let result = teardown::remove_tc(&mut removed)
+        .await
+        .map_err(datapath("tc filters"));
+    report.push(
+        "weft's tc filters and clsact qdiscs".to_owned(),
         removed,
-    )?;
-    remove(&options.bin_dir.join(PLUGIN), "CNI plugin", removed)?;
-    removed.extend(
-        teardown::teardown(&options.pin_dir)
-            .await
-            .map_err(|source| CleanupError::Datapath { source })?,
+        result,
+    );
+    let mut removed = Vec::new();
+    let result = teardown::remove_pin_dir(&options.pin_dir, &mut removed).map_err(datapath("pins"));
+    report.push(
+        format!("pins {}", options.pin_dir.display()),
+        removed,
+        result,
     );
     let state = &options.state_dir;
     for (path, what) in [
@@ -128,23 +210,40 @@ pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
         (state.join(POOL_IDS_FILE), "pool ids"),
         (state.join(MODE_FILE), "IPAM mode record"),
     ] {
-        remove(&path, what, removed)?;
+        file_step(&mut report, &path, what);
     }
+    let what = format!("state directory {}", state.display());
     match fs::remove_dir(state) {
-        Ok(()) => removed.push(Removed {
-            what: "state directory",
-            name: state.display().to_string(),
+        Ok(()) => report.push(
+            what,
+            vec![Removed {
+                what: "state directory",
+                name: state.display().to_string(),
+            }],
+            Ok(()),
+        ),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => report.push(what, Vec::new(), Ok(())),
+        Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => report.steps.push(Step {
+            what: state.display().to_string(),
+            outcome: Outcome::Kept,
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => report.kept = Some(state.clone()),
-        Err(source) => {
-            return Err(CleanupError::Remove {
+        Err(source) => report.push(
+            what,
+            Vec::new(),
+            Err(CleanupError::Remove {
                 path: state.clone(),
                 source,
-            });
-        }
+            }),
+        ),
     }
     Ok(report)
+}
+
+/// The step that removes the file or directory tree at `path` (`what` it is).
+fn file_step(report: &mut Report, path: &Path, what: &'static str) {
+    let mut removed = Vec::new();
+    let result = remove(path, what, &mut removed);
+    report.push(format!("{what} {}", path.display()), removed, result);
 }
 
 /// Remove the file or directory tree at `path`; absent: nothing to do.
@@ -165,4 +264,68 @@ fn remove(path: &Path, what: &'static str, removed: &mut Vec<Removed>) -> Result
         name: path.display().to_string(),
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::{CleanupError, Outcome, Removed, Report, Step};
+
+    fn step(what: &str, outcome: Outcome) -> Step {
+        Step {
+            what: what.to_owned(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn each_step_says_how_it_went_a_failure_with_its_error() {
+        let report = Report {
+            steps: vec![
+                step(
+                    "CNI configuration /c/05-weft.conflist",
+                    Outcome::Failed {
+                        removed: Vec::new(),
+                        error: CleanupError::Remove {
+                            path: "/c/05-weft.conflist".into(),
+                            source: io::Error::from(io::ErrorKind::ReadOnlyFilesystem),
+                        },
+                    },
+                ),
+                step(
+                    "pins /p",
+                    Outcome::Removed(vec![Removed {
+                        what: "pin",
+                        name: "/p/weft_eps_v1".to_owned(),
+                    }]),
+                ),
+                step("socket /s", Outcome::NothingToRemove),
+                step("/state", Outcome::Kept),
+            ],
+        };
+        assert_eq!(
+            report.to_string(),
+            "failed: CNI configuration /c/05-weft.conflist: cannot remove /c/05-weft.conflist: run \
+             as root, with the host's directory mounted read-write: read-only filesystem or \
+             storage medium\n\
+             removed pin: /p/weft_eps_v1\n\
+             nothing to remove: socket /s\n\
+             kept /state: it holds files weft did not write\n"
+        );
+        assert_eq!(report.failed().count(), 1);
+        assert_eq!(report.removed().count(), 1);
+    }
+
+    #[test]
+    fn nothing_removed_and_nothing_failed_is_nothing_to_do() {
+        let report = Report {
+            steps: vec![step("socket /s", Outcome::NothingToRemove)],
+        };
+        assert_eq!(
+            report.to_string(),
+            "nothing to remove: socket /s\nnothing of weft on this node: nothing to do\n"
+        );
+        assert_eq!(report.failed().count(), 0);
+    }
 }

@@ -192,6 +192,14 @@ async fn cleanup(pin_dir: std::path::PathBuf, args: CleanupArgs) -> anyhow::Resu
         .await
         .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))?;
     print!("{report}");
+    let failed = report.failed().count();
+    if failed > 0 {
+        bail!(
+            "{failed} of {} cleanup steps failed (each says why above; the others ran): fix the \
+             cause and run cleanup again, it carries on where it stopped",
+            report.steps.len()
+        );
+    }
     Ok(())
 }
 

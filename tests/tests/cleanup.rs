@@ -5,7 +5,9 @@
 //! (`bpftool link show id`), no program on a device (TCX query, `bpftool net show`), no clsact
 //! qdisc, no weft veth, no state directory, socket or DEL queue, no conflist, no plugin; and a
 //! second cleanup has nothing to do. Every item is first shown to be there, so skipping any one
-//! fails the test. Runs as root.
+//! fails the test. A step that fails (the CNI configuration directory mounted read-only) stops
+//! nothing else: cleanup removes the rest, says what each step did and which one failed with
+//! its error, exits non-zero, and a run after the fix removes what was left. Runs as root.
 
 use std::{
     collections::BTreeSet,
@@ -19,7 +21,7 @@ use serde_json::Value;
 use weft_agent::cni::install::{CONFLIST_NAME, PLUGIN};
 use weft_tests::{
     ThreadNetNs,
-    agent::{Agent, add, del, example_store},
+    agent::{Agent, Pod, add, del, example_store},
     bin_path,
     external::{External, NODE_DEV},
     require_root, run, unique,
@@ -334,6 +336,130 @@ fn leaves_nothing(attach_mode: &str) {
         "a second cleanup: {}\n{stdout}",
         again.status
     );
+}
+
+/// `dir` bind-mounted read-only on itself while this lives.
+struct ReadOnly(PathBuf);
+
+impl ReadOnly {
+    fn new(dir: &Path) -> Self {
+        run(Command::new("mount").arg("--bind").arg(dir).arg(dir));
+        let guard = Self(dir.to_path_buf());
+        run(Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(dir));
+        guard
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A node where the agent ran (killed) with two pods (kept: their namespaces hold the veths),
+/// one DEL queued, and its CNI files.
+fn node_left_by_a_killed_agent(cni: &CniDirs) -> (Agent, [Pod; 2]) {
+    run(Command::new(bin_path("weft-agent"))
+        .args(["cni", "install", "--bin-dir"])
+        .arg(cni.bin())
+        .arg("--conf-dir")
+        .arg(cni.conf()));
+    let mut agent = Agent::new(
+        &example_store(),
+        &[
+            "--ipam",
+            "multi-pool",
+            "--enable-bpf-masquerade",
+            "true",
+            "--devices",
+            NODE_DEV,
+        ],
+    );
+    agent.start();
+    let pods = [add(&agent, "default", "web"), add(&agent, "default", "db")];
+    agent.kill();
+    del(&agent, &pods[1]);
+    (agent, pods)
+}
+
+#[test]
+fn a_failing_step_stops_no_other_and_is_reported() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let _external = External::new(&["10.200.0.0/16"]);
+    let cni = CniDirs::new();
+    let (agent, _pods) = node_left_by_a_killed_agent(&cni);
+    let links = pinned_links(&agent.pin_dir);
+    let before = Leftovers::find(&agent, &cni, &links);
+    assert!(
+        !before.pins.is_empty() && before.veths.len() == 2 && before.files.len() == 5,
+        "{before:?}"
+    );
+    let conflist = cni.conf().join(CONFLIST_NAME);
+
+    let read_only = ReadOnly::new(&cni.conf());
+    let out = cleanup(&agent, &cni);
+    drop(read_only);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "cleanup with a step failing exits 0:\n{stdout}\n{stderr}"
+    );
+    let after = Leftovers::find(&agent, &cni, &links);
+    assert!(
+        after.pins.is_empty()
+            && !agent.pin_dir.exists()
+            && after.links.is_empty()
+            && after.tcx.is_empty()
+            && after.veths.is_empty()
+            && after.files == [conflist.clone()],
+        "the steps after the failing one did not run: {after:?}\ncleanup said:\n{stdout}\n{stderr}"
+    );
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("failed")).collect();
+    assert_eq!(
+        failed.len(),
+        1,
+        "one failed step, named with its error:\n{stdout}"
+    );
+    assert!(
+        failed[0].contains(&conflist.display().to_string())
+            && failed[0].contains("Read-only file system"),
+        "{stdout}"
+    );
+    for veth in &before.veths {
+        assert!(stdout.contains(veth), "{veth} not reported:\n{stdout}");
+    }
+    for removed in [
+        "removed pin directory",
+        "removed CNI plugin",
+        "removed DEL queue",
+        "removed endpoint records",
+        "removed state directory",
+    ] {
+        assert!(stdout.contains(removed), "no `{removed}`:\n{stdout}");
+    }
+    assert!(
+        stderr.contains("1 of") && stderr.contains("failed"),
+        "the error names the failed count:\n{stderr}"
+    );
+
+    // Fixed (writable again), a second run removes what was left, and only that.
+    let again = cleanup(&agent, &cni);
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{stdout}");
+    let removed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("removed"))
+        .collect();
+    assert_eq!(
+        removed,
+        [format!("removed CNI configuration: {}", conflist.display())],
+        "{stdout}"
+    );
+    assert!(!conflist.exists());
 }
 
 #[test]

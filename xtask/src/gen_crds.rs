@@ -1,5 +1,6 @@
 //! `cargo xtask gen-crds`: regenerates the checked-in CustomResourceDefinitions under
-//! `deploy/crds/` from the Rust crd types. The generator lives in `weft-tests` (binary
+//! `deploy/crds/` and the same files in the Helm chart's `deploy/helm/weft/crds/` from the
+//! Rust crd types. The generator lives in `weft-tests` (binary
 //! `gen-crds`), because this crate must not depend on workspace crates; this only runs it.
 //! Building it builds `weft-agent` and so its eBPF object: on a fresh machine run
 //! `cargo xtask setup` first (not done here: setup also installs Debian packages, as root).
@@ -10,9 +11,12 @@ use anyhow::Result;
 
 use crate::{run, workspace_root};
 
-/// Runs `cargo run -p weft-tests --bin gen-crds -- <workspace>/deploy/crds`.
+/// Runs `cargo run -p weft-tests --bin gen-crds -- <dir>` for `deploy/crds` and the Helm
+/// chart's `deploy/helm/weft/crds`.
 pub fn gen_crds() -> Result<()> {
-    run_generator("gen-crds", &workspace_root().join("deploy").join("crds"))
+    let deploy = workspace_root().join("deploy");
+    run_generator("gen-crds", &deploy.join("crds"))?;
+    run_generator("gen-crds", &deploy.join("helm").join("weft").join("crds"))
 }
 
 /// Runs the generator binary `bin` of `weft-tests` on `target` (the file or directory it

@@ -67,8 +67,9 @@ enum Command {
     DemoAzure(demo_cluster::DemoClusterArgs),
     /// Run setup, then a benchmark in release mode.
     Bench(bench::BenchArgs),
-    /// Regenerate the CustomResourceDefinitions in `deploy/crds/` from the Rust types (check
-    /// the result in; the `crds` tests fail while it is stale). Needs `cargo xtask setup` once.
+    /// Regenerate the CustomResourceDefinitions in `deploy/crds/` and the Helm chart's `crds/`
+    /// from the Rust types (check the result in; the `crds` and `deploy_manifests` tests fail
+    /// while it is stale). Needs `cargo xtask setup` once.
     GenCrds,
     /// Regenerate the configuration reference `docs/configuration.md` from the code (check
     /// the result in; the `docs` tests fail while it is stale). Needs `cargo xtask setup` once.

@@ -1,8 +1,8 @@
 //! `cargo xtask setup`: installs, idempotently, everything the build and the tests need on
 //! a fresh Debian machine: the nightly toolchain with `rust-src` (the eBPF crate is built
 //! with `-Z build-std`), `bpf-linker` linked against nightly's own libLLVM, and the Debian
-//! packages the datapath tests and the demo call, and `kubernetes-validate` (PyPI, in a venv
-//! under [`TOOLS_VENV`]) for the deploy manifests' test. Each item prints one line, `ok: ...`
+//! packages the datapath tests and the demo call, and `kubernetes-validate` and
+//! `helm-python-sdk` (PyPI, in a venv under [`TOOLS_VENV`]) for the deploy manifests' test. Each item prints one line, `ok: ...`
 //! when already present or `installing: ...` before installing it.
 
 use std::{
@@ -53,6 +53,12 @@ const TOOLS_VENV: &str = "/opt/weft-tools/venv";
 /// Kubernetes 1.25 to 1.37; the test validates against 1.33).
 const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
 
+/// The helm-python-sdk release the Helm chart is rendered with: Python bindings (ctypes) to
+/// `libhelm_c`, a C ABI over Helm's own Go SDK (helm.sh/helm/v4 4.2.3: its chart loader and
+/// template engine, Sprig 3.3.0), shipped built in its manylinux wheel. No helm binary and no
+/// Go toolchain are needed; rendering runs offline.
+const HELM_PYTHON_SDK_VERSION: &str = "0.2.2";
+
 /// The bpf-linker release line the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "^0.13";
 
@@ -62,7 +68,8 @@ pub fn setup() -> Result<()> {
     rust_src()?;
     bpf_linker()?;
     deb_packages()?;
-    kubernetes_validate()
+    kubernetes_validate()?;
+    helm_python_sdk()
 }
 
 fn nightly_toolchain() -> Result<()> {
@@ -278,6 +285,38 @@ fn kubernetes_validate() -> Result<()> {
             "--quiet",
             "--disable-pip-version-check",
             &format!("kubernetes-validate=={KUBERNETES_VALIDATE_VERSION}"),
+        ]),
+    )
+}
+
+/// `helm-python-sdk` at [`HELM_PYTHON_SDK_VERSION`] in [`TOOLS_VENV`] (after
+/// [`kubernetes_validate`], which creates the venv); another version is replaced in place.
+fn helm_python_sdk() -> Result<()> {
+    let venv = Path::new(TOOLS_VENV);
+    let python = venv.join("bin").join("python3");
+    let installed = output(Command::new(&python).args([
+        "-c",
+        "import importlib.metadata as m; print(m.version('helm-python-sdk'))",
+    ]))
+    .ok();
+    if installed.as_deref().map(str::trim) == Some(HELM_PYTHON_SDK_VERSION) {
+        println!("ok: helm-python-sdk {HELM_PYTHON_SDK_VERSION} ({TOOLS_VENV})");
+        return Ok(());
+    }
+    if !run::is_root()? {
+        bail!(
+            "helm-python-sdk {HELM_PYTHON_SDK_VERSION} is missing from {TOOLS_VENV} and \
+             installing it needs root: run `cargo xtask setup` as root"
+        );
+    }
+    install(
+        &format!("helm-python-sdk {HELM_PYTHON_SDK_VERSION}"),
+        Command::new(venv.join("bin").join("pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            &format!("helm-python-sdk=={HELM_PYTHON_SDK_VERSION}"),
         ]),
     )
 }

@@ -109,6 +109,18 @@ impl fmt::Display for Removed {
 /// A removal failed; what came before it is removed, and a second run carries on.
 pub async fn teardown(pin_dir: &Path) -> Result<Vec<Removed>, TeardownError> {
     let mut removed = Vec::new();
+    remove_veths(&mut removed).await?;
+    remove_tc(&mut removed).await?;
+    remove_pin_dir(pin_dir, &mut removed)?;
+    Ok(removed)
+}
+
+/// Delete weft's host-side veths (their pod ends and routes go with them), adding each to
+/// `removed` as it goes.
+///
+/// # Errors
+/// The interfaces cannot be listed, or a veth cannot be deleted (those before it are).
+pub async fn remove_veths(removed: &mut Vec<Removed>) -> Result<(), TeardownError> {
     for ifname in interfaces()? {
         if !is_host_ifname(&ifname) {
             continue;
@@ -127,12 +139,31 @@ pub async fn teardown(pin_dir: &Path) -> Result<Vec<Removed>, TeardownError> {
             });
         }
     }
+    Ok(())
+}
+
+/// Remove weft's netlink tc filters from every interface, and the `clsact` qdiscs they were
+/// the last filters of, adding each to `removed` as it goes.
+///
+/// # Errors
+/// The interfaces cannot be listed, rtnetlink cannot be reached, or a filter or qdisc cannot
+/// be removed (those before it are).
+pub async fn remove_tc(removed: &mut Vec<Removed>) -> Result<(), TeardownError> {
     let handle = connect()?;
     for ifname in interfaces()? {
-        remove_filters(&handle, &ifname, &mut removed).await?;
+        remove_filters(&handle, &ifname, removed).await?;
     }
-    remove_pins(pin_dir, &mut removed)?;
-    Ok(removed)
+    Ok(())
+}
+
+/// Remove every pin under `pin_dir` (unpinning a TCX link whose last reference is the pin
+/// detaches its program), then the directory, adding each to `removed` as it goes. Absent:
+/// nothing to do.
+///
+/// # Errors
+/// A pin or directory cannot be read or removed (those before it are).
+pub fn remove_pin_dir(pin_dir: &Path, removed: &mut Vec<Removed>) -> Result<(), TeardownError> {
+    remove_pins(pin_dir, removed)
 }
 
 /// The names of the interfaces in this network namespace.

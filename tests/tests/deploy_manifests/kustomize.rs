@@ -1,7 +1,9 @@
 //! The install paths as `kubectl kustomize` builds them: every base (`crds/`, `agent/`,
 //! `operator/`), overlay (`standalone/`, `with-cilium/`) and component (on the overlay or base
 //! it is made for) builds, the build validates with `kubernetes-validate --strict`, pins the one
-//! image, and holds what the path promises: weft alone is exactly the three bases; beside
+//! image, and holds what the path promises: weft alone is exactly the agent and operator bases,
+//! the CRDs apart in `crds/` (no other kustomization holds one, so `kubectl delete -k` of a
+//! workload keeps every cilium.io object); beside
 //! Cilium it is the agent alone, reading `cilium-config`, with no CRD, no weft-operator and no
 //! ConfigMap of its own; the cluster-pool component configures agent and operator alike.
 
@@ -33,13 +35,13 @@ const COMPONENTS: [(&str, &str); 2] = [
 ];
 
 /// A built kustomization: its objects, keyed by (kind, namespace, name).
-type Objects = BTreeMap<(String, String, String), Value>;
+pub(crate) type Objects = BTreeMap<(String, String, String), Value>;
 
 /// A scratch directory under the temp dir, removed on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = std::env::temp_dir().join(unique("weft-kustomize-"));
         fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         Self(dir)
@@ -73,14 +75,15 @@ fn build_into(dir: &Path, out: &Path) {
 }
 
 /// `dir`'s build (a directory with a Kustomization) as objects.
-fn build(dir: &Path) -> Objects {
+pub(crate) fn build(dir: &Path) -> Objects {
     let scratch = Scratch::new();
     let out = scratch.0.join("build.yaml");
     build_into(dir, &out);
     objects(&out)
 }
 
-fn objects(file: &Path) -> Objects {
+/// The objects of a YAML file, keyed by (kind, namespace, name).
+pub(crate) fn objects(file: &Path) -> Objects {
     let mut objects = BTreeMap::new();
     for doc in documents(file) {
         let key = (
@@ -101,7 +104,7 @@ fn objects(file: &Path) -> Objects {
 }
 
 /// A Kustomization in `scratch` of `base` (relative to `deploy/`) with `component`; its dir.
-fn overlay(scratch: &Scratch, base: &str, component: &str) -> PathBuf {
+pub(crate) fn overlay(scratch: &Scratch, base: &str, component: &str) -> PathBuf {
     let dir = scratch.0.join("overlay");
     // kustomize takes only relative paths to bases and components.
     let up = dir.components().count() - 1;
@@ -188,11 +191,11 @@ fn every_base_overlay_and_component_builds_and_validates() {
 }
 
 #[test]
-fn standalone_is_crds_agent_and_operator() {
+fn standalone_is_agent_and_operator_and_crds_are_apart() {
     let root = deploy_dir();
     let standalone = build(&root.join("standalone"));
     let mut parts = Objects::new();
-    for base in ["crds", "agent", "operator"] {
+    for base in ["agent", "operator"] {
         parts.extend(build(&root.join(base)));
     }
     assert_eq!(
@@ -200,11 +203,36 @@ fn standalone_is_crds_agent_and_operator() {
         parts.keys().collect::<Vec<_>>()
     );
     assert_eq!(standalone, parts, "the bases as they are");
-    let crds = standalone
-        .keys()
-        .filter(|(kind, _, _)| kind == "CustomResourceDefinition")
-        .count();
-    assert_eq!(crds, 5, "the five cilium.io CRDs");
+    let crds = build(&root.join("crds"));
+    assert_eq!(crds.len(), 5, "the five cilium.io CRDs: {:?}", crds.keys());
+    assert!(
+        crds.keys()
+            .all(|(kind, _, _)| kind == "CustomResourceDefinition"),
+        "deploy/crds/ holds the CRDs and nothing else: {:?}",
+        crds.keys()
+    );
+}
+
+/// Deleting a CRD deletes every object of its kind: `kubectl delete -k` of anything but
+/// `deploy/crds/` (every install path, base and overlay) must not hold one.
+#[test]
+fn no_workload_kustomization_holds_a_crd() {
+    for dir in kustomization_dirs() {
+        let name = relative(&dir);
+        if name == "crds" || read_kustomization(&dir)["kind"] == "Component" {
+            continue;
+        }
+        let built = build(&dir);
+        let crds: Vec<_> = built
+            .keys()
+            .filter(|(kind, _, _)| kind == "CustomResourceDefinition")
+            .collect();
+        assert!(
+            crds.is_empty(),
+            "deploy/{name} holds {crds:?}: `kubectl delete -k deploy/{name}` would delete every \
+             object of those kinds"
+        );
+    }
 }
 
 #[test]

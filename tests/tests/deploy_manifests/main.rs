@@ -1,7 +1,7 @@
 //! The `deploy/` manifests, checked as an API server would check them and against the programs
 //! they run:
 //!
-//! - every YAML under `deploy/` (the bases `crds/`, `agent/`, `operator/`, the overlays
+//! - every YAML under `deploy/` but the Helm chart (the bases `crds/`, `agent/`, `operator/`, the overlays
 //!   `standalone/` and `with-cilium/`, the `components/`) validates with
 //!   `kubernetes-validate --strict` against Kubernetes 1.33, every resource in it is actually
 //!   checked (no "no schema" pass), and the tool does reject a broken copy of our DaemonSet;
@@ -10,6 +10,10 @@
 //! - [`kustomize`]: `kubectl kustomize` builds every base, overlay and component, each build
 //!   validates, pins the one image, and holds what its install path promises (weft alone:
 //!   CRDs, agent and operator; beside Cilium: the agent on cilium-config, nothing else);
+//! - [`helm`]: the Helm chart `helm/weft`, rendered by Helm's engine in every IPAM mode, validates
+//!   and renders the kustomize install's objects;
+//! - [`documented`]: every overlay and `kubectl` kustomize command of `docs/install.md` builds,
+//!   and no page needs a `kustomize` binary;
 //! - the ConfigMap's keys are cilium-config keys the agent or weft-operator reads, with values
 //!   both accept;
 //! - [`agent`]: the agent's ClusterRole grants exactly its table, and the DaemonSet agrees with
@@ -21,6 +25,8 @@
 //! `kubernetes-validate` comes from `cargo xtask setup`, `kubectl` from the system.
 
 mod agent;
+mod documented;
+mod helm;
 mod kustomize;
 mod operator;
 
@@ -40,6 +46,9 @@ use weft_tests::unique;
 const KUBERNETES_VALIDATE: &str = "/opt/weft-tools/venv/bin/kubernetes-validate";
 /// The Kubernetes version the manifests must be valid for.
 const KUBERNETES_VERSION: &str = "1.33";
+
+/// The directory of the Helm chart, checked by [`helm`] rather than as plain manifests.
+const HELM_CHARTS: &str = "helm";
 
 /// The name kustomize looks for in a directory.
 const KUSTOMIZATION: &str = "kustomization.yaml";
@@ -62,7 +71,10 @@ fn manifests() -> Vec<PathBuf> {
         for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.expect("dir entry").path();
             if path.is_dir() {
-                walk(&path, out);
+                // Helm templates are not YAML until rendered: helm.rs renders and checks them.
+                if path != deploy_dir().join(HELM_CHARTS) {
+                    walk(&path, out);
+                }
             } else if path
                 .extension()
                 .is_some_and(|ext| ext == "yaml" || ext == "yml")

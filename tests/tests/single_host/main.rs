@@ -4,10 +4,12 @@
 //! no other node document holds, and keeps it over a restart; a bad `cluster-pool-ipv4-cidr`
 //! stops the agent with the key in the error. Multi-pool: a pool of /28 blocks grows by a block
 //! when its pods need one and gives it back after their DELs; a v2 pool's reservedRanges never
-//! become a block. Each test runs as root and builds its own store.
+//! become a block. The README's quick start, run as written, ends with `weft-agent cleanup` and
+//! leaves nothing. Each test runs as root and builds its own store.
 
 mod cluster_pool;
 mod multi_pool;
+mod walkthrough;
 
 use std::{
     path::{Path, PathBuf},
