@@ -30,6 +30,11 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
+    // aya-build passes every stderr line of the nested cargo on as a `cargo:warning`, so each
+    // `Compiling …` of the eBPF build showed up as `warning: weft-agent@…` on every build. A
+    // quiet nested cargo prints no progress; compiler warnings and errors still come through.
+    // SAFETY: the build script is single-threaded here; nothing reads the environment meanwhile.
+    unsafe { std::env::set_var("CARGO_TERM_QUIET", "true") };
     // aya-build watches agent-ebpf; the ABI crate is compiled into the object too.
     println!("cargo:rerun-if-changed={metadata}/../agent-common/src");
     aya_build::build_ebpf(

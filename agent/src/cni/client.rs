@@ -5,7 +5,7 @@
 
 use std::{
     collections::HashMap,
-    fs, io,
+    io,
     io::{BufRead as _, BufReader, Write as _},
     os::unix::net::UnixStream,
     path::{Path, PathBuf},
@@ -328,10 +328,10 @@ pub fn ask(socket: &Path, request: &Request) -> Result<Response, AskError> {
 /// # Errors
 /// The directory cannot be created or written.
 pub fn queue_delete(dir: &Path, pod: &PodRequest) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
+    crate::fsutil::private_dir(dir)?;
     let name = format!("{}-{}.json", pod.container_id, pod.ifname);
     let body = serde_json::to_vec(&Request::Del(pod.clone())).map_err(io::Error::other)?;
-    crate::fsutil::write_atomic(&dir.join(name), &body, false)
+    crate::fsutil::write_private(&dir.join(name), &body, false)
 }
 
 #[cfg(test)]

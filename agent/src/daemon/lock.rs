@@ -57,7 +57,7 @@ pub struct Locks {
 /// # Errors
 /// Another process holds one of them, or one cannot be opened.
 pub fn take(state_dir: &Path, pin_dir: &Path) -> Result<Locks, LockError> {
-    fs::create_dir_all(state_dir).map_err(|source| LockError::Io {
+    crate::fsutil::private_dir(state_dir).map_err(|source| LockError::Io {
         what: "state-dir",
         dir: state_dir.into(),
         source,
@@ -112,7 +112,24 @@ fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::holder_in;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::{fs, holder_in, take};
+
+    #[test]
+    fn the_state_dir_is_root_s_only() {
+        let base = std::env::temp_dir().join(format!("weft-lock-mode-{}", std::process::id()));
+        let (state, pins) = (base.join("state"), base.join("pins"));
+        fs::create_dir_all(&pins).expect("mkdir");
+        // An older agent's state directory, open to everyone.
+        fs::create_dir_all(&state).expect("mkdir");
+        fs::set_permissions(&state, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let locks = take(&state, &pins).expect("lock");
+        let mode = fs::metadata(&state).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        drop(locks);
+        fs::remove_dir_all(&base).expect("clean up");
+    }
 
     #[test]
     fn the_holder_is_read_from_proc_locks() {

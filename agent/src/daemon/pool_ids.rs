@@ -134,7 +134,7 @@ impl PoolIds {
         ids.insert(pool.to_owned(), id);
         let written = serde_json::to_vec_pretty(&ids)
             .map_err(io::Error::other)
-            .and_then(|body| crate::fsutil::write_atomic(&self.path, &body, true));
+            .and_then(|body| crate::fsutil::write_private(&self.path, &body, true));
         if let Err(source) = written {
             return Err(PoolIdsError::Write {
                 path: self.path.clone(),

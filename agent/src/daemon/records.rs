@@ -94,7 +94,7 @@ impl Records {
     /// The directory cannot be created.
     pub fn open(state_dir: &Path) -> Result<Self, RecordError> {
         let dir = state_dir.join(RECORDS_DIR);
-        fs::create_dir_all(&dir).map_err(|source| RecordError::Io {
+        crate::fsutil::private_dir(&dir).map_err(|source| RecordError::Io {
             path: dir.clone(),
             source,
         })?;
@@ -172,7 +172,7 @@ impl Records {
             source,
         };
         let body = serde_json::to_vec_pretty(record).map_err(|e| io(e.into()))?;
-        crate::fsutil::write_atomic(&path, &body, false).map_err(io)
+        crate::fsutil::write_private(&path, &body, false).map_err(io)
     }
 
     /// Remove the record of an attachment; `Ok(false)` if there was none.
@@ -214,6 +214,18 @@ mod tests {
             not_restored: None,
             deleting: false,
         }
+    }
+
+    #[test]
+    fn records_are_readable_by_root_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = scratch("mode");
+        let records = Records::open(&dir).expect("open");
+        records.put(&record()).expect("put");
+        let mode = |p: &Path| fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&records.path("c1", "eth0")), 0o600);
+        assert_eq!(mode(&dir.join(RECORDS_DIR)), 0o700);
+        drop(fs::remove_dir_all(&dir));
     }
 
     #[test]

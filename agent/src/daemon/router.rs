@@ -189,7 +189,7 @@ fn save(state_dir: &Path, router: &[(IpAddr, String)]) {
     let path = state_dir.join(ROUTER_FILE);
     let written = serde_json::to_vec(router)
         .map_err(std::io::Error::other)
-        .and_then(|body| crate::fsutil::write_atomic(&path, &body, true));
+        .and_then(|body| crate::fsutil::write_private(&path, &body, true));
     if let Err(error) = written {
         warn!(%error, path = %path.display(), "saving router addresses");
     }
@@ -227,6 +227,17 @@ mod tests {
         );
         assert_eq!(write_back(&router, Some(&same)), None);
         assert_eq!(write_back(&[], Some(&n)), None, "no router yet");
+    }
+
+    #[test]
+    fn the_router_file_is_readable_by_root_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("weft-router-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        save(&dir, &[("10.0.0.1".parse().unwrap(), "default".into())]);
+        let meta = std::fs::metadata(dir.join(ROUTER_FILE)).expect("saved");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -202,7 +202,7 @@ pub(super) fn check_mode(
             if let Some(from) = recorded {
                 info!(%from, to = %mode, pods = live, "IPAM mode changed");
             }
-            crate::fsutil::write_atomic(&path, format!("{mode}\n").as_bytes(), true)
+            crate::fsutil::write_private(&path, format!("{mode}\n").as_bytes(), true)
                 .map_err(io_error)
         }
     }

@@ -218,3 +218,27 @@ fn check_pins(pin_dir: &Path) -> Result<(), DatapathError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The build script's output (what cargo prints as `warning: weft-agent@…` lines) beside the
+    /// `OUT_DIR` the object was embedded from: the nested eBPF build's progress must not be in it,
+    /// only its real warnings and errors.
+    #[test]
+    fn the_ebpf_build_prints_no_progress_as_warnings() {
+        let out = std::path::Path::new(env!("OUT_DIR"));
+        let output = out.parent().expect("OUT_DIR has a parent").join("output");
+        let text = std::fs::read_to_string(&output)
+            .unwrap_or_else(|e| panic!("{}: {e}", output.display()));
+        let progress: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("cargo:warning=") && {
+                    let l = l.trim_start_matches("cargo:warning=").trim_start();
+                    l.starts_with("Compiling ") || l.starts_with("Finished ")
+                }
+            })
+            .collect();
+        assert!(progress.is_empty(), "{}: {progress:#?}", output.display());
+    }
+}
