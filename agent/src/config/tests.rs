@@ -146,3 +146,14 @@ fn durations() {
     assert_eq!(parse_duration("5x"), None);
     assert_eq!(parse_duration("0"), Some(Duration::ZERO));
 }
+
+#[test]
+fn an_unknown_mode_lists_only_the_modes_weft_runs() {
+    let e = AgentConfig::resolve([&layer(&[("ipam", "clusterpool")])]).expect_err("a typo");
+    let text = e.to_string();
+    assert_eq!(
+        text,
+        "invalid value \"clusterpool\" for ipam: expected one of the modes weft runs: \
+         kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud",
+    );
+}
