@@ -41,7 +41,7 @@ pub enum K8sError {
     /// The API server turned the agent away: its credential is rejected (401: which one and
     /// the fix) or its service account lacks a permission (403: which, and the RBAC rule).
     #[error(transparent)]
-    Refused(#[from] weft_k8s::access::Refusal),
+    Refused(Box<weft_k8s::access::Refusal>),
     /// A request failed (after retries where they make sense).
     #[error("{verb} {resource}")]
     Api {
@@ -107,7 +107,7 @@ impl K8sError {
     /// Classify a failed request: a 401 or 403 becomes [`K8sError::Refused`].
     pub(crate) fn from_api(verb: &'static str, resource: &str, source: kube::Error) -> Self {
         match status_code(&source).and_then(|code| refusal(code, verb, resource)) {
-            Some(refusal) => Self::Refused(refusal),
+            Some(refusal) => Self::Refused(Box::new(refusal)),
             None => Self::Api {
                 verb,
                 resource: resource.to_owned(),

@@ -380,7 +380,7 @@ fn refused(resource: Resource, error: &watcher::Error) -> Option<K8sError> {
         watcher::Error::WatchError(status) => ("watch", status.code),
         watcher::Error::NoResourceVersion => return None,
     };
-    super::refusal(code, verb, resource.plural()).map(K8sError::Refused)
+    super::refusal(code, verb, resource.plural()).map(|r| K8sError::Refused(Box::new(r)))
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
