@@ -43,7 +43,8 @@ fn main() -> std::process::ExitCode {
     match start(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("weft-agent: {error:#}");
+            let error: &(dyn std::error::Error + 'static) = error.as_ref();
+            tracing::error!("weft-agent: {}", weft_agent::error::chain(error));
             std::process::ExitCode::FAILURE
         }
     }
