@@ -221,6 +221,33 @@ fn log_format_json_prints_json_lines() {
 }
 
 #[test]
+fn the_log_format_key_of_the_config_dir_counts_from_the_first_line() {
+    let cluster = Cluster::start();
+    let dir = std::env::temp_dir().join(unique("weft-op-config-"));
+    std::fs::create_dir_all(&dir).expect("config dir");
+    std::fs::write(dir.join("log-format"), "json").expect("log-format key");
+    let dir_flag = dir.display().to_string();
+    let mut op = cluster.operator(&[
+        "--leader-election=false",
+        "--cluster-pool-ipv4-cidr",
+        "10.120.0.0/16",
+        "--config-dir",
+        &dir_flag,
+    ]);
+    op.wait_log("serving HTTP", Duration::from_secs(20));
+    assert_eq!(terminate(&mut op), 0, "{}", op.log());
+    let log = op.log();
+    let _ = std::fs::remove_dir_all(&dir);
+    let first = log.lines().next().unwrap_or_default();
+    let first: Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("not JSON ({e}):\n{log}"));
+    assert_eq!(first["message"], "weft-operator starting", "{log}");
+    for line in log.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+}
+
+#[test]
 fn an_unparsable_rust_log_is_refused_with_the_reason() {
     let cluster = Cluster::start();
     let mut op = Operator::new(&cluster.kubeconfig, &["--leader-election=false"]);
