@@ -35,6 +35,9 @@ pub struct Cli {
     /// (netlink filters on pod veths, TCX on native devices where the kernel has it).
     #[arg(long, env = "WEFT_ATTACH_MODE", value_enum, default_value_t = AttachArg::Auto, global = true)]
     pub attach_mode: AttachArg,
+    /// `--debug`, `--log-level`, `--log-format` (Cilium's; the keys of the same names).
+    #[command(flatten)]
+    pub log: weft_k8s::telemetry::LogArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

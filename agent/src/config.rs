@@ -18,8 +18,9 @@ use weft_operator::ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
-/// The keys weft understands (the feature guard, [`guard`], judges the others). Each has its documentation in [`reference::REFERENCE`].
-pub const KEYS: [&str; 41] = [
+/// The keys weft understands (the feature guard, [`guard`], judges the others). Each has its
+/// documentation in [`reference::REFERENCE`].
+pub const KEYS: [&str; 44] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -61,6 +62,9 @@ pub const KEYS: [&str; 41] = [
     "cluster-pool-ipv6-mask-size",
     "agent-not-ready-taint-key",
     "remove-cilium-node-taints",
+    "debug",
+    "log-level",
+    "log-format",
 ];
 
 /// Cilium's `agent-not-ready-taint-key` default.
@@ -251,9 +255,8 @@ impl AgentConfig {
             };
             match key {
                 "ipam" => {
-                    config.ipam = value
-                        .parse()
-                        .map_err(|e: crate::ipam::mode::ModeError| bad(&e.to_string()))?;
+                    // Only the modes weft runs are named, whatever was given.
+                    config.ipam = value.parse().map_err(|_| bad(&modes_weft_runs()))?;
                     if config.ipam == IpamMode::DelegatedPlugin {
                         return Err(bad(&delegated_refused()));
                     }
@@ -332,18 +335,23 @@ impl AgentConfig {
     }
 }
 
-/// What `ipam: delegated-plugin` gets: the modes weft runs instead. weft's plugin does not
-/// delegate IPAM to another CNI plugin, so the agent would answer every ADD with an error.
-fn delegated_refused() -> String {
+/// What an unknown `ipam` value gets: the modes weft runs (Cilium's, but delegated-plugin).
+fn modes_weft_runs() -> String {
     let modes: Vec<&str> = IpamMode::ALL
         .iter()
         .filter(|mode| **mode != IpamMode::DelegatedPlugin)
         .map(|mode| mode.as_str())
         .collect();
+    format!("one of the modes weft runs: {}", modes.join(", "))
+}
+
+/// What `ipam: delegated-plugin` gets: the modes weft runs instead. weft's plugin does not
+/// delegate IPAM to another CNI plugin, so the agent would answer every ADD with an error.
+fn delegated_refused() -> String {
     format!(
-        "one of the modes weft runs: {} (weft-cni does not delegate IPAM to another CNI plugin, \
-         so Cilium's delegated-plugin is not supported)",
-        modes.join(", ")
+        "{} (weft-cni does not delegate IPAM to another CNI plugin, so Cilium's \
+         delegated-plugin is not supported)",
+        modes_weft_runs()
     )
 }
 

@@ -1,9 +1,12 @@
-//! `weft-agent`: parse the command line, set up logging, run the command.
+//! `weft-agent`: parse the command line, set up logging, run the command. Logging starts after
+//! the configuration is read (`run` and `ipam simulate`: the config file or directory), so the
+//! `debug`, `log-level` and `log-format` keys count from the first line. Every error is printed
+//! once, with its chain: through the log once logging runs, on stderr before.
 
-use std::{io::IsTerminal as _, net::IpAddr};
+use std::net::IpAddr;
 
 use anyhow::{Context as _, bail};
-use tracing_subscriber::EnvFilter;
+use weft_k8s::telemetry;
 mod inspect;
 
 use std::collections::BTreeMap;
@@ -17,17 +20,38 @@ use weft_agent::{
     datapath::{Datapath, DatapathConfig, PodSpec, PoolIdPerFamily},
 };
 
-fn main() -> anyhow::Result<std::process::ExitCode> {
+fn main() -> std::process::ExitCode {
     let cli = weft_agent::cli::parse();
     if let Command::Status { output, socket } = &cli.command {
-        return Ok(status(socket, *output));
+        return status(socket, *output);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal: a log file or `kubectl logs` gets plain text.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    let keys = match &cli.command {
+        Command::Run(args) => config_file(&args.config),
+        Command::Ipam(IpamCommand::Simulate { config, .. }) => config_file(config),
+        _ => Ok(BTreeMap::new()),
+    };
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let logging = keys.and_then(|keys| {
+        telemetry::resolve(&cli.log, &keys, rust_log.as_deref())
+            .and_then(|settings| telemetry::init(&settings))
+            .map_err(|e| anyhow::anyhow!(weft_agent::error::chain(&e)))
+    });
+    if let Err(error) = logging {
+        eprintln!("weft-agent: {error:#}");
+        return std::process::ExitCode::FAILURE;
+    }
+    match start(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            let error: &(dyn std::error::Error + 'static) = error.as_ref();
+            tracing::error!("weft-agent: {}", weft_agent::error::chain(error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The runtime, and the command on it.
+fn start(cli: Cli) -> anyhow::Result<()> {
     // CNI requests, netlink drivers, watches and writers run side by side; a few workers are
     // enough for a node's pod churn and keep the agent's footprint small.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
@@ -36,8 +60,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(run(cli))?;
-    Ok(std::process::ExitCode::SUCCESS)
+    runtime.block_on(run(cli))
 }
 
 /// `weft-agent status`: print the report; exit 1 when unhealthy or not running.

@@ -2,12 +2,15 @@
 //! wire format ([`crd`]), Kubernetes label selectors ([`labels`]), the one-line error chain
 //! ([`error::chain`]), and the client plumbing — connecting from a kubeconfig or the
 //! in-cluster service account ([`client`]), the resources weft talks to as `DynamicObject` APIs
-//! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]).
+//! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]), whether the
+//! API server can be used and why not ([`reach`], [`access`]), and the logging set-up both
+//! programs share ([`telemetry`]: Cilium's `--debug`, `--log-level`, `--log-format`).
 //!
 //! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
 //! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
 //! client it builds.
 
+pub mod access;
 pub mod api_metrics;
 pub mod client;
 pub mod config_values;
@@ -16,6 +19,8 @@ pub mod error;
 pub mod events;
 pub mod instrument;
 pub mod labels;
+pub mod reach;
 pub mod resource;
+pub mod telemetry;
 
 pub use self::resource::{DecodeError, FieldError, Resource};

@@ -99,4 +99,7 @@ pub struct Cli {
     /// Nodes whose addresses are resolved at once (default 50).
     #[arg(long)]
     pub parallel_alloc_workers: Option<String>,
+    /// `--debug`, `--log-level`, `--log-format` (Cilium's; the keys of the same names).
+    #[command(flatten)]
+    pub log: weft_k8s::telemetry::LogArgs,
 }

@@ -1,5 +1,6 @@
 //! The operator's HTTP listeners (hyper, HTTP/1.1): `/healthz` on `--operator-api-serve-addr`
-//! (200 while the process serves; as Cilium's operator API) and `/metrics` (OpenMetrics text) on
+//! (200 `ok` while the API server can be used, 503 with the reason while it cannot — as
+//! Cilium's operator checks its Kubernetes connection) and `/metrics` (OpenMetrics text) on
 //! `--operator-prometheus-serve-addr` with `--enable-metrics`. Each scrape first sets the gauges
 //! of state from the node manager's latest counts.
 
@@ -33,29 +34,46 @@ pub struct ListenError {
 /// Called before each scrape.
 pub type Refresh = Arc<dyn Fn() + Send + Sync>;
 
-/// What the listeners serve.
-#[derive(Clone)]
-struct Routes {
-    metrics: Option<(Arc<Registry>, Refresh)>,
+/// Asked by each `/healthz`: why the operator is unhealthy, `None` when it is not.
+pub type Health = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// What one listener serves.
+#[expect(
+    missing_debug_implementations,
+    reason = "holds closures and a registry"
+)]
+pub enum Serves {
+    /// `/healthz`.
+    Health(Health),
+    /// `/metrics` from the registry, refreshed before each scrape.
+    Metrics(Registry, Refresh),
 }
 
-/// Bind `addr` and serve `/healthz` (and `/metrics` when `metrics` is given) until the
-/// runtime stops; returns the bound address (port 0 picks one).
+/// What the listeners serve.
+#[derive(Clone)]
+enum Routes {
+    Health(Health),
+    Metrics(Arc<Registry>, Refresh),
+}
+
+/// Bind `addr` and serve `what` until the runtime stops; returns the bound address (port 0
+/// picks one).
 ///
 /// # Errors
 /// [`ListenError`] when the address cannot be bound.
 pub async fn serve(
     addr: SocketAddr,
     flag: &'static str,
-    metrics: Option<(Registry, Refresh)>,
+    what: Serves,
 ) -> Result<SocketAddr, ListenError> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ListenError { addr, flag, source })?;
     let bound = listener.local_addr().unwrap_or(addr);
     info!(addr = %bound, flag, "serving HTTP");
-    let routes = Routes {
-        metrics: metrics.map(|(registry, refresh)| (Arc::new(registry), refresh)),
+    let routes = match what {
+        Serves::Health(health) => Routes::Health(health),
+        Serves::Metrics(registry, refresh) => Routes::Metrics(Arc::new(registry), refresh),
     };
     tokio::spawn(async move {
         loop {
@@ -96,9 +114,16 @@ impl Routes {
                 "GET only\n".into(),
             );
         }
-        match (req.uri().path(), &self.metrics) {
-            ("/healthz", _) => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-            ("/metrics", Some((registry, refresh))) => {
+        match (req.uri().path(), self) {
+            ("/healthz", Self::Health(health)) => match health() {
+                None => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+                Some(reason) => reply(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    format!("{reason}\n"),
+                ),
+            },
+            ("/metrics", Self::Metrics(registry, refresh)) => {
                 refresh();
                 let mut body = String::new();
                 match prometheus_client::encoding::text::encode(&mut body, registry) {

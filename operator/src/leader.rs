@@ -23,6 +23,9 @@ use tracing::{debug, info, warn};
 
 use crate::config::LeaderTiming;
 
+/// How long releasing the lease at shutdown may take.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A failed attempt (the caller retries after `retry_period`).
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -194,7 +197,11 @@ impl Elector {
                 Err(LeaseError::HeldBy { holder }) => {
                     debug!(%holder, "lease held by another replica");
                 }
-                Err(error) => debug!(error = %error, "acquiring the lease failed"),
+                // A rejected credential, a missing permission or an unreachable server is
+                // logged once by the client's ApiReach (and turns /healthz to 503).
+                Err(error) => {
+                    debug!(error = %weft_k8s::error::chain(&error), "acquiring the lease failed");
+                }
             }
             tokio::time::sleep(jitter(self.timing.retry_period)).await;
         }
@@ -215,7 +222,7 @@ impl Elector {
                 match tokio::time::timeout(deadline, self.try_acquire_or_renew()).await {
                     Ok(Ok(())) => last_renew = Instant::now(),
                     Ok(Err(error)) => {
-                        warn!(error = %error, "renewing the leader-election lease failed");
+                        warn!(error = %weft_k8s::error::chain(&error), "renewing the leader-election lease failed");
                     }
                     Err(_) => {}
                 }
@@ -265,13 +272,17 @@ impl Leadership {
         }
     }
 
-    /// Stop renewing and release the lease (shutdown).
+    /// Stop renewing and release the lease (shutdown), giving up after [`RELEASE_TIMEOUT`]
+    /// (an unreachable API server must not hold the exit up; the lease then expires).
     pub async fn release(self) {
         let _ = self.stop.send(true);
         if let Ok(mut elector) = self.task.await
             && !*self.lost.borrow()
+            && tokio::time::timeout(RELEASE_TIMEOUT, elector.release())
+                .await
+                .is_err()
         {
-            elector.release().await;
+            warn!("releasing the leader-election lease timed out; it will expire instead");
         }
     }
 }

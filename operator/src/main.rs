@@ -1,18 +1,33 @@
-//! `weft-operator`: parse the command line, set up logging, run.
+//! `weft-operator`: parse the command line, read the config directory, set up logging from both
+//! (logging starts after the configuration is resolved, so the `debug`, `log-level` and
+//! `log-format` keys count from the first line), run. Every error is printed once, with its
+//! chain: through the log once logging runs, on stderr before.
 
-use std::process::ExitCode;
+use std::{collections::BTreeMap, process::ExitCode};
 
 use clap::Parser as _;
-use tracing_subscriber::EnvFilter;
-use weft_operator::{cli::Cli, run};
+use weft_k8s::{config_values::read_config_dir, telemetry};
+use weft_operator::{chain, cli::Cli, run};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let file = match &cli.config_dir {
+        Some(dir) => match read_config_dir(dir) {
+            Ok(file) => file,
+            Err(error) => {
+                eprintln!("weft-operator: {}", chain(&error));
+                return ExitCode::FAILURE;
+            }
+        },
+        None => BTreeMap::new(),
+    };
+    let rust_log = std::env::var("RUST_LOG").ok();
+    if let Err(error) = telemetry::resolve(&cli.log, &file, rust_log.as_deref())
+        .and_then(|settings| telemetry::init(&settings))
+    {
+        eprintln!("weft-operator: {}", chain(&error));
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -20,16 +35,17 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("weft-operator: starting the tokio runtime: {error}");
+            tracing::error!("weft-operator: starting the tokio runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run::run(cli)) {
+    let outcome = runtime.block_on(run::run(cli, file));
+    // Tasks still blocked (a request in flight) must not hold the exit up.
+    runtime.shutdown_timeout(run::EXIT_TIMEOUT);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let text = format!("weft-operator: {}", weft_operator::chain(&error));
-            tracing::error!("{text}");
-            eprintln!("{text}");
+            tracing::error!("weft-operator: {}", chain(&error));
             ExitCode::FAILURE
         }
     }

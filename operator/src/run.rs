@@ -3,6 +3,13 @@
 //! in azure mode, set up Azure and start the cloud manager with its first resync), then run
 //! the event loop and the writer until SIGTERM/SIGINT or lost leadership. Only the leader
 //! watches and writes, so a replica that is not leading mutates nothing.
+//!
+//! `/healthz` answers 503 with the reason while the API server cannot be used (unreachable,
+//! the credential rejected, a permission missing), whether or not this replica leads. After
+//! SIGTERM/SIGINT the operator returns within [`GRACE`] whatever it was waiting on (the lease,
+//! the pool probe, the first resync, the writer's drain). A 401 or 403 is not fatal: it is
+//! retried, as RBAC applied after the Deployment or a rotated token mends it, and logged once
+//! when it starts and once when it ends.
 
 use std::{
     collections::BTreeMap,
@@ -12,11 +19,12 @@ use std::{
 
 use kube::{Client, api::ListParams};
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use weft_k8s::{
     Resource,
     client::{ConnectError, status_code},
     config_values::{ConfigDirError, read_config_dir},
+    reach::ApiReach,
 };
 
 use crate::{
@@ -36,6 +44,13 @@ use crate::{
 
 /// How long the writer may take to finish queued writes at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long after SIGTERM/SIGINT the operator may take to stop (the writer's drain, the lease's
+/// release); it then returns whatever it was doing. Well inside Kubernetes' default 30 s.
+pub const GRACE: Duration = Duration::from_secs(10);
+/// How long the runtime may keep tasks that still run after [`run`] returned.
+pub const EXIT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Where a 403's fix points.
+const RBAC_HINT: &str = "; deploy/operator/rbac.yaml has the rules weft-operator needs";
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +62,7 @@ pub enum RunError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The cluster pool's CIDRs are refused (Cilium's texts).
-    #[error("cluster-pool: {0}")]
+    #[error("cluster-pool")]
     ClusterPool(#[from] ClusterPoolError),
     /// No Kubernetes client.
     #[error(transparent)]
@@ -105,7 +120,8 @@ async fn pool_resource(client: &Client) -> Resource {
                 return Resource::CiliumPodIpPool;
             }
             Err(error) => {
-                warn!(%error, "probing cilium.io/v2 CiliumPodIPPool failed; retrying");
+                // The client's ApiReach logs a change of reachability or permission once.
+                debug!(error = %weft_k8s::error::chain(&error), "probing cilium.io/v2 CiliumPodIPPool failed; retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(5));
             }
@@ -135,8 +151,16 @@ async fn serve_http(
     metrics: &Metrics,
     manager: Option<&controller::SharedManager>,
     cloud: &CloudRefresh,
+    reach: &ApiReach,
 ) -> Result<(), ListenError> {
-    http::serve(config.api_addr, "--operator-api-serve-addr", None).await?;
+    let reach = reach.clone();
+    let health: http::Health = Arc::new(move || reach.problem());
+    http::serve(
+        config.api_addr,
+        "--operator-api-serve-addr",
+        http::Serves::Health(health),
+    )
+    .await?;
     if config.enable_metrics {
         let (m, shared, cloud) = (metrics.clone(), manager.map(Arc::clone), Arc::clone(cloud));
         let refresh: http::Refresh = Arc::new(move || {
@@ -149,7 +173,7 @@ async fn serve_http(
         http::serve(
             config.prometheus_addr,
             "--operator-prometheus-serve-addr",
-            Some((metrics.registry(), refresh)),
+            http::Serves::Metrics(metrics.registry(), refresh),
         )
         .await?;
     }
@@ -237,15 +261,41 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// Run the operator.
+/// Run the operator over the config directory's keys `file` (read by the caller, whose
+/// logging set-up reads them too) until SIGTERM/SIGINT; after the signal it returns within
+/// [`GRACE`] whatever it is waiting on.
 ///
 /// # Errors
 /// See [`RunError`]; [`RunError::LeadershipLost`] means exit non-zero and be restarted.
-pub async fn run(cli: Cli) -> Result<(), RunError> {
-    let file = match &cli.config_dir {
-        Some(dir) => read_config_dir(dir)?,
-        None => BTreeMap::new(),
+pub async fn run(cli: Cli, file: BTreeMap<String, String>) -> Result<(), RunError> {
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        signalled().await;
+        info!("signal received; shutting down");
+        let _ = stop_tx.send(true);
+    });
+    let deadline = {
+        let stop = stop.clone();
+        async move {
+            stopped(stop).await;
+            tokio::time::sleep(GRACE).await;
+        }
     };
+    tokio::select! {
+        outcome = operate(cli, file, stop) => outcome,
+        () = deadline => {
+            warn!(grace = ?GRACE, "not stopped in time after the signal; exiting anyway");
+            Ok(())
+        }
+    }
+}
+
+/// [`run`] but for the bound on the shutdown.
+async fn operate(
+    cli: Cli,
+    file: BTreeMap<String, String>,
+    stop: watch::Receiver<bool>,
+) -> Result<(), RunError> {
     let config = OperatorConfig::resolve(&cli, &file)?;
     let allocator = allocator(&config)?;
     if config.ipam == IpamMode::Azure {
@@ -254,19 +304,16 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
     let metrics = Metrics::default();
     let manager = allocator.map(|a| Arc::new(Mutex::new(NodeManager::new(a))));
-    let client =
-        weft_k8s::client::connect(cli.kubeconfig.as_deref(), Some(metrics.kube.clone()), "")
-            .await?;
+    let (client, reach) = weft_k8s::client::connect_watched(
+        cli.kubeconfig.as_deref(),
+        Some(metrics.kube.clone()),
+        "",
+        RBAC_HINT,
+    )
+    .await?;
 
     let cloud_refresh = CloudRefresh::default();
-    serve_http(&config, &metrics, manager.as_ref(), &cloud_refresh).await?;
-
-    let (stop_tx, stop) = watch::channel(false);
-    tokio::spawn(async move {
-        signalled().await;
-        info!("signal received; shutting down");
-        let _ = stop_tx.send(true);
-    });
+    serve_http(&config, &metrics, manager.as_ref(), &cloud_refresh, &reach).await?;
 
     let mut leadership = if config.leader_election {
         let elector = Elector::new(
@@ -298,7 +345,10 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         cloud_refresh,
     };
     let outcome = if let Some(manager) = manager {
-        let pool_resource = pools_for(&client, &config).await?;
+        let pool_resource = tokio::select! {
+            r = pools_for(&client, &config) => r?,
+            () = stopped(stop.clone()) => return Ok(()),
+        };
         leading
             .blocks(cli, file, manager, pool_resource, lost)
             .await
@@ -412,9 +462,12 @@ impl Leading<'_> {
             release_excess: self.config.azure.release_excess_ips,
         };
         let observer = Box::new(CloudObserver(self.metrics.clone()));
-        let manager = CloudManager::start(provider, settings, patch_tx, observer)
-            .await
-            .map_err(|e| RunError::Cloud(Box::new(e)))?;
+        let manager = tokio::select! {
+            m = CloudManager::start(provider, settings, patch_tx, observer) => {
+                m.map_err(|e| RunError::Cloud(Box::new(e)))?
+            }
+            () = stopped(self.stop.clone()) => return Ok(()),
+        };
         let for_scrape = manager.clone();
         let _ = self
             .cloud_refresh

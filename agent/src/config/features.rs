@@ -544,14 +544,9 @@ pub const FEATURES: &[Feature] = &[
         "weft has no controller groups",
     ),
     ignored(
-        "debug",
-        Observability,
-        "weft's log level is set by RUST_LOG",
-    ),
-    ignored(
         "debug-verbose",
         Observability,
-        "weft logs through RUST_LOG targets",
+        "debug and RUST_LOG targets set what weft logs",
     ),
     ignored(
         "proxy-prometheus-port",

@@ -365,6 +365,24 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
         Value("112"),
         "prefix length of each node's IPv6 block",
     ),
+    agent(
+        "debug",
+        Value("false"),
+        Modes::All,
+        "log debug messages (log-level wins when both are set; `RUST_LOG` beats both)",
+    ),
+    agent(
+        "log-level",
+        Value("info"),
+        Modes::All,
+        "trace, debug, info, warn or error (`RUST_LOG`, when set, wins)",
+    ),
+    agent(
+        "log-format",
+        Value("text-ts"),
+        Modes::All,
+        "text, text-ts, json or json-ts (`-ts`: with a timestamp)",
+    ),
 ];
 
 /// The entry of `key`, if it is one.

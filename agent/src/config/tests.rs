@@ -69,7 +69,11 @@ fn bad_values_name_the_key_and_the_fix() {
         "invalid value \"maybe\" for enable-ipv6: expected true or false"
     );
     let e = AgentConfig::resolve([&layer(&[("ipam", "magic")])]).expect_err("bad");
-    assert!(e.to_string().contains("Unknown IPAM backend magic"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("invalid value \"magic\" for ipam: expected one of the modes weft runs"),
+        "{e}"
+    );
     let e = AgentConfig::resolve([&layer(&[("enable-ipv4", "false")])]).expect_err("none");
     assert!(e.to_string().contains("at least one"), "{e}");
     // Before CiliumNodeConfig is read, only each value is checked.
@@ -145,4 +149,15 @@ fn durations() {
     assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
     assert_eq!(parse_duration("5x"), None);
     assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+}
+
+#[test]
+fn an_unknown_mode_lists_only_the_modes_weft_runs() {
+    let e = AgentConfig::resolve([&layer(&[("ipam", "clusterpool")])]).expect_err("a typo");
+    let text = e.to_string();
+    assert_eq!(
+        text,
+        "invalid value \"clusterpool\" for ipam: expected one of the modes weft runs: \
+         kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud",
+    );
 }

@@ -1,7 +1,8 @@
 //! Node discovery: make sure the agent's own CiliumNode exists and carries what the agent
 //! seeds (see [`super::seed`]), as Cilium's agent does before IPAM starts. Waits (and says what
 //! for) while the v1.Node is missing, while the API server is unreachable, or while someone else
-//! has to create the CiliumNode; fails at once when the service account lacks a permission.
+//! has to create the CiliumNode; fails at once when the service account lacks a permission (403)
+//! or the API server rejects the credential (401), naming which and the fix.
 //! What it leaves is the template [`super::recreate`] creates the CiliumNode again from.
 
 use std::time::Duration;

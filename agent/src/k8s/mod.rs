@@ -39,19 +39,10 @@ pub enum K8sError {
     /// No client: no kubeconfig or service account, or it does not work.
     #[error(transparent)]
     Connect(#[from] weft_k8s::client::ConnectError),
-    /// The agent's service account may not do what it needs.
-    #[error(
-        "the API server refused to {verb} {resource} ({code}): grant the agent's service account \
-         `{verb}` on `{resource}` (deploy/agent/rbac.yaml has the ClusterRole weft needs)"
-    )]
-    Forbidden {
-        /// The verb (`get`, `list`, `watch`, `create`, `update`).
-        verb: &'static str,
-        /// The resource (`ciliumnodes`, `ciliumnodes/status`, …).
-        resource: String,
-        /// 401 or 403.
-        code: u16,
-    },
+    /// The API server turned the agent away: its credential is rejected (401: which one and
+    /// the fix) or its service account lacks a permission (403: which, and the RBAC rule).
+    #[error(transparent)]
+    Refused(Box<weft_k8s::access::Refusal>),
     /// A request failed (after retries where they make sense).
     #[error("{verb} {resource}")]
     Api {
@@ -114,15 +105,11 @@ pub enum K8sError {
 }
 
 impl K8sError {
-    /// Classify a failed request: 401/403 become [`K8sError::Forbidden`].
+    /// Classify a failed request: a 401 or 403 becomes [`K8sError::Refused`].
     pub(crate) fn from_api(verb: &'static str, resource: &str, source: kube::Error) -> Self {
-        match status_code(&source) {
-            Some(code @ (401 | 403)) => Self::Forbidden {
-                verb,
-                resource: resource.to_owned(),
-                code,
-            },
-            _ => Self::Api {
+        match status_code(&source).and_then(|code| refusal(code, verb, resource)) {
+            Some(refusal) => Self::Refused(Box::new(refusal)),
+            None => Self::Api {
                 verb,
                 resource: resource.to_owned(),
                 source,
@@ -141,6 +128,20 @@ impl K8sError {
             _ => false,
         }
     }
+}
+
+/// Where a 403's fix points.
+const RBAC_HINT: &str = "; deploy/agent/rbac.yaml has the ClusterRole weft-agent needs";
+
+/// The refusal a 401 or 403 to `verb` on `resource` means (`None` for other codes).
+pub(crate) fn refusal(code: u16, verb: &str, resource: &str) -> Option<weft_k8s::access::Refusal> {
+    weft_k8s::access::Refusal::of_status(
+        code,
+        verb,
+        resource,
+        weft_k8s::access::group_of(resource),
+        RBAC_HINT,
+    )
 }
 
 /// A client from `kubeconfig`, or else from `KUBECONFIG`, `~/.kube/config` or the in-cluster

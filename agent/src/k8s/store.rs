@@ -3,7 +3,8 @@
 //! CiliumNodeConfigs, CiliumEndpoints and CiliumIdentities) with kube's default backoff, folded
 //! into one [`Snapshot`] that is republished after every change once each watch has listed. An object that does not decode keeps its last good version and is
 //! reported (log, `Snapshot::problems`, and an Event for the own CiliumNode). A 401/403 from
-//! any watch is fatal: the agent cannot work without the permission and says which one.
+//! any watch is fatal: the agent cannot work without the permission and says which one (403)
+//! or which credential the API server rejects (401).
 //!
 //! Events are folded into the snapshot by [`super::fold`]; writes go through one task
 //! ([`super::writer`]); a CiliumNode deleted while the agent runs is created again by
@@ -379,11 +380,7 @@ fn refused(resource: Resource, error: &watcher::Error) -> Option<K8sError> {
         watcher::Error::WatchError(status) => ("watch", status.code),
         watcher::Error::NoResourceVersion => return None,
     };
-    matches!(code, 401 | 403).then(|| K8sError::Forbidden {
-        verb,
-        resource: resource.plural().to_owned(),
-        code,
-    })
+    super::refusal(code, verb, resource.plural()).map(|r| K8sError::Refused(Box::new(r)))
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -90,7 +90,7 @@ pub async fn clear(client: Client, node: String, key: String) {
                 debug!(%node, taint = %key, "the Node has no agent-not-ready taint");
                 return;
             }
-            Err(error @ K8sError::Forbidden { .. }) => {
+            Err(error @ K8sError::Refused(_)) => {
                 error!(
                     %node, taint = %key, error = %chain(&error),
                     "cannot remove the agent-not-ready taint: pods that do not tolerate it stay \

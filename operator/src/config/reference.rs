@@ -90,7 +90,7 @@ const CLUSTER_POOL: Modes = Modes::Only(&[ClusterPool]);
 use DefaultValue::{Empty, Value};
 
 /// Every configuration key of `weft-operator`.
-pub const REFERENCE: [KeyDoc; 27] = [
+pub const REFERENCE: [KeyDoc; 30] = [
     op(
         "ipam",
         Value("cluster-pool"),
@@ -258,6 +258,24 @@ pub const REFERENCE: [KeyDoc; 27] = [
         Value("50"),
         AZURE,
         "nodes resolved at once",
+    ),
+    op(
+        "debug",
+        Value("false"),
+        Modes::All,
+        "log debug messages (log-level wins when both are set; `RUST_LOG` beats both)",
+    ),
+    op(
+        "log-level",
+        Value("info"),
+        Modes::All,
+        "trace, debug, info, warn or error (`RUST_LOG`, when set, wins)",
+    ),
+    op(
+        "log-format",
+        Value("text-ts"),
+        Modes::All,
+        "text, text-ts, json or json-ts (`-ts`: with a timestamp)",
     ),
 ];
 

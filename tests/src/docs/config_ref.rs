@@ -87,7 +87,13 @@ fn agent_keys(out: &mut String) {
     let run = cli
         .find_subcommand("run")
         .expect("weft-agent has a run subcommand");
-    let flags = longs(run);
+    let mut flags = longs(run);
+    // Global flags (the logging ones) are taken by `run` too.
+    flags.extend(
+        cli.get_arguments()
+            .filter(|arg| arg.is_global_set())
+            .filter_map(|arg| arg.get_long().map(str::to_owned)),
+    );
     out.push_str(
         "## weft-agent: cilium-config keys\n\n\
          *modes*: the IPAM modes that read the key. *store*: `kubernetes` (without `--store`), \

@@ -238,7 +238,10 @@ fn missing_permissions_stop_start_up_naming_the_verb_and_resource() {
     );
     let log = agent.log();
     assert!(
-        log.contains("refused to create ciliumnodes (403)")
+        log.contains("refused to create ciliumnodes (403 Forbidden)")
+            && log.contains(
+                "apiGroups: [\"cilium.io\"], resources: [\"ciliumnodes\"], verbs: [\"create\"]"
+            )
             && log.contains("deploy/agent/rbac.yaml"),
         "{log}"
     );
@@ -259,9 +262,45 @@ fn missing_permissions_stop_start_up_naming_the_verb_and_resource() {
         agent.log()
     );
     assert!(
-        agent.log().contains("refused to list pods (403)"),
+        agent.log().contains("refused to list pods (403 Forbidden)"),
         "{}",
         agent.log()
+    );
+}
+
+#[test]
+fn a_rejected_token_stops_start_up_naming_the_kubeconfig_not_a_permission() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-t", "", None);
+    let bad = std::env::temp_dir().join(weft_tests::unique("weft-bad-kubeconfig-"));
+    let token = cluster.emu.token().expect("the emulator wants a token");
+    let text = cluster
+        .emu
+        .kubeconfig(&cluster.emu.url())
+        .replace(token, "an-expired-token");
+    std::fs::write(&bad, text).expect("kubeconfig");
+    let mut agent = Agent::kube(&bad, "node-t", &["--ipam", "multi-pool"]);
+    agent.spawn();
+    let code = agent.wait_exit(Duration::from_secs(20));
+    let log = agent.log();
+    let _ = std::fs::remove_file(&bad);
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}:\n{log}");
+    let rejected = format!(
+        "the API server rejected the credential (user \"emulator\" of kubeconfig {}) with 401 \
+         Unauthorized",
+        bad.display()
+    );
+    assert!(log.contains(&rejected), "{log}");
+    assert!(
+        !log.contains("refused to get"),
+        "a 401 is no missing permission:\n{log}"
+    );
+    assert_eq!(
+        log.matches("401 Unauthorized").count(),
+        1,
+        "said once:\n{log}"
     );
 }
 

@@ -16,6 +16,8 @@
 //!   the planner and `explain` exit non-zero for a store, node, pod or pool that does not exist.
 //! - [`live_sandbox`]: an ADD of a wired container id in another namespace, while the first
 //!   one lives, is refused naming both and touches neither.
+//! - [`logging`]: `--log-format json` prints JSON lines, an error is printed once, and an
+//!   unparsable `RUST_LOG` is refused with the reason.
 //! - [`lost_pins`]: a restart that finds none of the old pins rewires every recorded pod
 //!   before it serves, in both attach modes; a repeated ADD repairs a lost attachment.
 //! - [`restore`]: restarts over state that no longer fits: the router comes from the
@@ -32,6 +34,7 @@ mod features;
 mod inspect;
 mod ipam;
 mod live_sandbox;
+mod logging;
 mod lost_pins;
 mod restore;
 mod two_agents;
