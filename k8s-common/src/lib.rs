@@ -2,7 +2,8 @@
 //! wire format ([`crd`]), Kubernetes label selectors ([`labels`]), the one-line error chain
 //! ([`error::chain`]), and the client plumbing — connecting from a kubeconfig or the
 //! in-cluster service account ([`client`]), the resources weft talks to as `DynamicObject` APIs
-//! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]).
+//! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]), and the
+//! metric names `/metrics` serves under ([`metrics_naming`]).
 //!
 //! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
 //! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
@@ -16,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod instrument;
 pub mod labels;
+pub mod metrics_naming;
 pub mod resource;
 
 pub use self::resource::{DecodeError, FieldError, Resource};
