@@ -18,7 +18,7 @@ use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (others in a shared cilium-config are ignored, and listed in one
 /// warning by [`keys::warn_unknown`]). Each has its documentation in [`reference::REFERENCE`].
-pub const KEYS: [&str; 39] = [
+pub const KEYS: [&str; 40] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -58,6 +58,7 @@ pub const KEYS: [&str; 39] = [
     "cluster-pool-ipv4-mask-size",
     "cluster-pool-ipv6-cidr",
     "cluster-pool-ipv6-mask-size",
+    "prometheus-serve-addr",
 ];
 
 /// Cilium's `ip-masq-agent-config-path` default.
@@ -116,6 +117,9 @@ pub struct AgentConfig {
     /// (default 112), with `enable-ipv4`/`enable-ipv6` as the families: the operator's
     /// cluster-pool settings, used by the in-process allocator of the single-host store.
     pub cluster_pool: ClusterPoolConfig,
+    /// `prometheus-serve-addr` (default empty: none): where `/metrics` is also served; the
+    /// `--prometheus-serve-addr` flag wins.
+    pub prometheus_serve_addr: Option<std::net::SocketAddr>,
 }
 
 /// The keys that seed the agent's own CiliumNode when it runs against Kubernetes (Cilium's
@@ -185,6 +189,7 @@ impl Default for AgentConfig {
             cluster_name: crate::identity::DEFAULT_CLUSTER.to_owned(),
             bypass_ip_availability_upon_restore: false,
             cluster_pool: ClusterPoolConfig::default(),
+            prometheus_serve_addr: None,
         }
     }
 }
@@ -274,6 +279,12 @@ impl AgentConfig {
                         parse_bool(value).ok_or_else(|| bad("true or false"))?;
                 }
                 "cluster-name" if !value.is_empty() => value.clone_into(&mut config.cluster_name),
+                "prometheus-serve-addr" if !value.is_empty() => {
+                    config.prometheus_serve_addr = Some(
+                        crate::cli::parse_listen_addr(value)
+                            .map_err(|_| bad("host:port, or :port for every interface (:9962)"))?,
+                    );
+                }
                 "ipam-cilium-node-update-rate" => {
                     config.node_update_rate = parse_duration(value)
                         .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;

@@ -151,10 +151,10 @@ fn parse(text: &str) -> Vec<Family> {
             }
         } else if line.starts_with('#') || line.is_empty() {
             // `# UNIT`, `# EOF`: nothing in the text format 0.0.4.
-        } else if let Some(family) = families.last_mut() {
-            if let Some(sample) = parse_sample(&family.name, &family.kind, line) {
-                family.samples.push(sample);
-            }
+        } else if let Some(family) = families.last_mut()
+            && let Some(sample) = parse_sample(&family.name, &family.kind, line)
+        {
+            family.samples.push(sample);
         }
     }
     families
@@ -305,19 +305,17 @@ fn apply(families: Vec<Family>, rules: &[Rule]) -> Vec<Out> {
                 }),
                 Relabel::Map(relabel) => {
                     keep = true;
-                    let index = match out.iter().position(|o| o.summed && o.name == rule.cilium) {
-                        Some(index) => index,
-                        None => {
-                            out.push(Out {
-                                name: rule.cilium.to_owned(),
-                                kind: family.kind.clone(),
-                                help: rule.help.to_owned(),
-                                samples: Vec::new(),
-                                summed: true,
-                            });
-                            out.len() - 1
-                        }
-                    };
+                    let found = out.iter().position(|o| o.summed && o.name == rule.cilium);
+                    let index = found.unwrap_or_else(|| {
+                        out.push(Out {
+                            name: rule.cilium.to_owned(),
+                            kind: family.kind.clone(),
+                            help: rule.help.to_owned(),
+                            samples: Vec::new(),
+                            summed: true,
+                        });
+                        out.len() - 1
+                    });
                     for sample in family.samples.iter().filter(|s| s.suffix.is_empty()) {
                         if let Some(labels) = relabel(&sample.labels) {
                             out[index].add(labels, &sample.value);

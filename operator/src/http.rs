@@ -1,5 +1,5 @@
 //! The operator's HTTP listeners (hyper, HTTP/1.1): `/healthz` on `--operator-api-serve-addr`
-//! (200 while the process serves; as Cilium's operator API) and `/metrics` (OpenMetrics text) on
+//! (200 while the process serves; as Cilium's operator API) and `/metrics` (text format 0.0.4) on
 //! `--operator-prometheus-serve-addr` with `--enable-metrics`. Each scrape first sets the gauges
 //! of state from the node manager's latest counts.
 
@@ -14,8 +14,10 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-/// OpenMetrics text, as prometheus-client encodes it.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use crate::metrics::Metrics;
+
+/// The Prometheus text format 0.0.4 (what Cilium's operator serves).
+const TEXT_FORMAT: &str = weft_k8s::metrics_naming::CONTENT_TYPE;
 
 /// A listener could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +38,7 @@ pub type Refresh = Arc<dyn Fn() + Send + Sync>;
 /// What the listeners serve.
 #[derive(Clone)]
 struct Routes {
-    metrics: Option<(Arc<Registry>, Refresh)>,
+    metrics: Option<(Arc<Registry>, Metrics, Refresh)>,
 }
 
 /// Bind `addr` and serve `/healthz` (and `/metrics` when `metrics` is given) until the
@@ -47,7 +49,7 @@ struct Routes {
 pub async fn serve(
     addr: SocketAddr,
     flag: &'static str,
-    metrics: Option<(Registry, Refresh)>,
+    metrics: Option<(Registry, Metrics, Refresh)>,
 ) -> Result<SocketAddr, ListenError> {
     let listener = TcpListener::bind(addr)
         .await
@@ -55,7 +57,7 @@ pub async fn serve(
     let bound = listener.local_addr().unwrap_or(addr);
     info!(addr = %bound, flag, "serving HTTP");
     let routes = Routes {
-        metrics: metrics.map(|(registry, refresh)| (Arc::new(registry), refresh)),
+        metrics: metrics.map(|(registry, names, refresh)| (Arc::new(registry), names, refresh)),
     };
     tokio::spawn(async move {
         loop {
@@ -98,11 +100,10 @@ impl Routes {
         }
         match (req.uri().path(), &self.metrics) {
             ("/healthz", _) => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-            ("/metrics", Some((registry, refresh))) => {
+            ("/metrics", Some((registry, names, refresh))) => {
                 refresh();
-                let mut body = String::new();
-                match prometheus_client::encoding::text::encode(&mut body, registry) {
-                    Ok(()) => reply(StatusCode::OK, OPENMETRICS, body),
+                match names.encode(registry) {
+                    Ok(body) => reply(StatusCode::OK, TEXT_FORMAT, body),
                     Err(e) => reply(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "text/plain",

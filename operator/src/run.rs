@@ -149,7 +149,7 @@ async fn serve_http(
         http::serve(
             config.prometheus_addr,
             "--operator-prometheus-serve-addr",
-            Some((metrics.registry(), refresh)),
+            Some((metrics.registry(), metrics.clone(), refresh)),
         )
         .await?;
     }
@@ -252,7 +252,7 @@ pub async fn run(cli: Cli) -> Result<(), RunError> {
         crate::azure::setup::check(&config.azure)?;
     }
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
-    let metrics = Metrics::default();
+    let metrics = Metrics::with_naming(cli.metrics_naming);
     let manager = allocator.map(|a| Arc::new(Mutex::new(NodeManager::new(a))));
     let client =
         weft_k8s::client::connect(cli.kubeconfig.as_deref(), Some(metrics.kube.clone()), "")

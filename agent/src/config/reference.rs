@@ -280,6 +280,12 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
         "cluster name in every pod's security labels",
     ),
     agent(
+        "prometheus-serve-addr",
+        Empty("`/metrics` on `--health-addr` only"),
+        Modes::All,
+        "also serve `/metrics` here (`:9962`: every interface); the `--prometheus-serve-addr` flag wins",
+    ),
+    agent(
         "bypass-ip-availability-upon-restore",
         Value("false"),
         Modes::Only(&[Crd, Azure, AlibabaCloud]),

@@ -31,8 +31,12 @@ fn registry() -> Registry {
     registry
 }
 
+#[expect(clippy::unnecessary_wraps, reason = "the signature of Relabel::Map")]
 fn by_family(labels: &[(String, String)]) -> Option<Labels> {
-    Some(vec![("family".to_owned(), label(labels, "family").to_owned())])
+    Some(vec![(
+        "family".to_owned(),
+        label(labels, "family").to_owned(),
+    )])
 }
 
 const RULES: &[Rule] = &[
@@ -63,7 +67,10 @@ fn weft_naming_is_the_text_format_with_weft_names() {
         r#"weft_took_seconds_bucket{le="1.0"} 1"#,
         "weft_took_seconds_count 1",
     ] {
-        assert!(text.lines().any(|l| l == line), "{line:?} missing in:\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing in:\n{text}"
+        );
     }
     assert!(!text.contains("# EOF"), "{text}");
     assert!(!text.contains("cilium_"), "{text}");
@@ -85,7 +92,10 @@ fn cilium_naming_renames_derives_and_keeps_the_rest() {
         // No rule: weft's name.
         "weft_took_seconds_sum 0.7",
     ] {
-        assert!(text.lines().any(|l| l == line), "{line:?} missing in:\n{text}");
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing in:\n{text}"
+        );
     }
     assert!(!text.contains("weft_ops"), "{text}");
 }
