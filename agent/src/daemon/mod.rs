@@ -290,7 +290,7 @@ impl Daemon {
         let endpoint = Endpoint::new(Arc::clone(&metrics), ready.clone());
         if let Some(addr) = opts.health_addr {
             let bound = endpoint.serve(addr).await?;
-            info!(addr = %bound, "serving /healthz, /readyz and /metrics");
+            info!(addr = %bound, "serving /healthz and /readyz, and /metrics");
         }
         // The flag wins over the cilium-config key.
         if let Some(addr) = opts.prometheus_addr.or(values.prometheus_serve_addr) {
