@@ -283,7 +283,7 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
         "prometheus-serve-addr",
         Empty("`/metrics` on `--health-addr` only"),
         Modes::All,
-        "also serve `/metrics` here (`:9962`: every interface); the `--prometheus-serve-addr` flag wins",
+        "also serve `/metrics` here (`:9962`: every interface); the `--prometheus-serve-addr` flag (`WEFT_PROMETHEUS_SERVE_ADDR`) wins",
     ),
     agent(
         "bypass-ip-availability-upon-restore",
