@@ -28,61 +28,61 @@ pub const RULES: &[Rule] = &[
     same(
         "weft_operator_ipam_available_ips",
         "cilium_operator_ipam_available_ips",
-        "Number of available IPs on a node (its capacity)",
+        "Addresses a node can hold (its capacity)",
     ),
     same(
         "weft_operator_ipam_used_ips",
         "cilium_operator_ipam_used_ips",
-        "Number of currently used IPs on a node",
+        "Addresses a node reports in use",
     ),
     same(
         "weft_operator_ipam_needed_ips",
         "cilium_operator_ipam_needed_ips",
-        "Number of IPs needed to satisfy allocation on a node",
+        "Addresses a node needs beyond what it holds",
     ),
     same(
         "weft_operator_ipam_resync",
         "cilium_operator_ipam_resync_total",
-        "Number of synchronization operations with external IPAM API",
+        "Passes of the node manager over every node",
     ),
     same(
         "weft_operator_ipam_ip_allocation_ops",
         "cilium_operator_ipam_ip_allocation_ops",
-        "Number of IP allocation operations",
+        "Addresses allocated, per subnet",
     ),
     same(
         "weft_operator_ipam_ip_release_ops",
         "cilium_operator_ipam_ip_release_ops",
-        "Number of IP release operations",
+        "Addresses released, per subnet",
     ),
     same(
         "weft_operator_ipam_allocation_duration_seconds",
         "cilium_operator_ipam_allocation_duration_seconds",
-        "Allocation ip or interface latency in seconds",
+        "Duration of address allocations, by type, status and subnet",
     ),
     same(
         "weft_operator_ipam_release_duration_seconds",
         "cilium_operator_ipam_release_duration_seconds",
-        "Release ip or interface latency in seconds",
+        "Duration of address releases, by type, status and subnet",
     ),
     same(
         "weft_operator_ipam_background_sync_duration_seconds",
         "cilium_operator_ipam_background_sync_duration_seconds",
-        "Duration of the background resync of the cloud's instances",
+        "Duration of the full resync of the cloud's instances",
     ),
     same(
         "weft_operator_ipam_available_ips_per_subnet",
         "cilium_operator_ipam_available_ips_per_subnet",
-        "Number of available IPs per subnet ID",
+        "Free addresses per subnet",
     ),
     same(
         "weft_operator_azure_api_duration_seconds",
         "cilium_operator_azure_api_duration_seconds",
-        "Duration of interactions with the Azure API",
+        "Duration of Azure API calls, by operation and outcome",
     ),
     same(
         "weft_operator_azure_api_rate_limit_duration_seconds",
         "cilium_operator_azure_api_rate_limit_duration_seconds",
-        "Duration of client-side rate limiting while accessing the Azure API",
+        "Time Azure API calls waited on the client-side rate limit, by operation",
     ),
 ];
