@@ -3,7 +3,8 @@
 //! ([`error::chain`]), and the client plumbing — connecting from a kubeconfig or the
 //! in-cluster service account ([`client`]), the resources weft talks to as `DynamicObject` APIs
 //! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]), and the
-//! metric names `/metrics` serves under ([`metrics_naming`]).
+//! metric names `/metrics` serves under ([`metrics_naming`]) with the process metrics both
+//! export ([`process_metrics`]).
 //!
 //! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
 //! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
@@ -18,6 +19,7 @@ pub mod events;
 pub mod instrument;
 pub mod labels;
 pub mod metrics_naming;
+pub mod process_metrics;
 pub mod resource;
 
 pub use self::resource::{DecodeError, FieldError, Resource};

@@ -1,7 +1,7 @@
 //! The operator's Prometheus metrics, under `weft_operator_`: Cilium's operator IPAM names
 //! (`ipam_nodes{category}`, `ipam_available_ips`/`ipam_used_ips`/`ipam_needed_ips{target_node}`,
 //! `ipam_resync_total`), the blocks of each pool in use and free, whether this replica leads,
-//! and the Kubernetes API calls; with `--metrics-naming cilium`, [`naming`]'s table serves
+//! the Kubernetes API calls and the process's CPU and memory; with `--metrics-naming cilium`, [`naming`]'s table serves
 //! Cilium's under `cilium_operator_`. Gauges of state are set from the node manager before each
 //! scrape ([`Metrics::observe`]); label values are bounded (node and pool names, fixed
 //! categories).
@@ -131,6 +131,7 @@ impl Metrics {
         self.kube.register(&mut registry);
         self.cloud.register(&mut registry);
         self.azure.register(&mut registry);
+        registry.register_collector(Box::new(weft_k8s::process_metrics::ProcessCollector));
         registry
     }
 

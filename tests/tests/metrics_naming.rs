@@ -2,7 +2,8 @@
 //! private node namespace, pods added through the real `weft-cni` and pinged) and the operator
 //! (against the Kubernetes API emulator) are scraped in each naming and every scrape is linted
 //! by Prometheus's own `promtool check metrics`. In Cilium's naming the names a Cilium Grafana
-//! dashboard queries are there with Cilium's type and labels. The agent honours
+//! dashboard queries are there with Cilium's type and labels (IPAM, drops and forwards,
+//! endpoints, the process's CPU and memory). The agent honours
 //! `prometheus-serve-addr` as a cilium-config key.
 
 use std::{
@@ -173,6 +174,8 @@ fn the_agent_in_cilium_naming_serves_ciliums_names_on_the_key_s_address() {
         ("cilium_forward_bytes_total", "counter", &["direction"]),
         ("cilium_endpoint_state", "gauge", &["endpoint_state"]),
         ("cilium_endpoint", "gauge", &[]),
+        ("cilium_process_cpu_seconds_total", "counter", &[]),
+        ("cilium_process_resident_memory_bytes", "gauge", &[]),
     ] {
         let (got_kind, got_labels) = type_and_labels(&scrape, name);
         assert_eq!(got_kind, kind, "{name}");
@@ -278,6 +281,12 @@ fn the_operator_in_cilium_naming_serves_ciliums_operator_names() {
         ("cilium_operator_ipam_used_ips", "gauge", &["target_node"]),
         ("cilium_operator_ipam_needed_ips", "gauge", &["target_node"]),
         ("cilium_operator_ipam_resync_total", "counter", &[]),
+        ("cilium_operator_process_cpu_seconds_total", "counter", &[]),
+        (
+            "cilium_operator_process_resident_memory_bytes",
+            "gauge",
+            &[],
+        ),
     ] {
         let (got_kind, got_labels) = type_and_labels(&scrape, name);
         assert_eq!(got_kind, kind, "{name}");

@@ -1,7 +1,7 @@
 //! Prometheus metrics and the agent's HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
 //!
 //! One [`Metrics`] holds every part (IPAM, Kubernetes API calls, CiliumNode writes, datapath,
-//! CNI requests, endpoints); each part registers its metrics in the registry under the `weft_`
+//! CNI requests, endpoints, the process's CPU and memory); each part registers its metrics in the registry under the `weft_`
 //! prefix and owns small, bounded label sets. A scrape serves them under weft's names or,
 //! with `--metrics-naming cilium`, through the one table of [`naming`] under Cilium's. Counters of operations (allocations, releases, API calls) are counted
 //! where they happen; gauges of state (pool usage, map entries, the kernel's counters, the
@@ -91,6 +91,7 @@ impl Metrics {
         cni.register(&mut registry);
         let endpoints = EndpointMetrics::default();
         endpoints.register(&mut registry);
+        registry.register_collector(Box::new(weft_k8s::process_metrics::ProcessCollector));
         Self {
             ipam,
             kube,

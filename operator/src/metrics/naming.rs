@@ -85,4 +85,34 @@ pub const RULES: &[Rule] = &[
         "cilium_operator_azure_api_rate_limit_duration_seconds",
         "Time Azure API calls waited on the client-side rate limit, by operation",
     ),
+    same(
+        "weft_operator_process_cpu_seconds",
+        "cilium_operator_process_cpu_seconds_total",
+        "User and system CPU time spent, in seconds",
+    ),
+    same(
+        "weft_operator_process_resident_memory_bytes",
+        "cilium_operator_process_resident_memory_bytes",
+        "Resident memory size, in bytes",
+    ),
+    same(
+        "weft_operator_process_virtual_memory_bytes",
+        "cilium_operator_process_virtual_memory_bytes",
+        "Virtual memory size, in bytes",
+    ),
+    same(
+        "weft_operator_process_open_fds",
+        "cilium_operator_process_open_fds",
+        "Open file descriptors",
+    ),
+    same(
+        "weft_operator_process_max_fds",
+        "cilium_operator_process_max_fds",
+        "Maximum number of open file descriptors",
+    ),
+    same(
+        "weft_operator_process_start_time_seconds",
+        "cilium_operator_process_start_time_seconds",
+        "Start time of the process since the Unix epoch, in seconds",
+    ),
 ];

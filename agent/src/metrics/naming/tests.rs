@@ -62,6 +62,8 @@ fn cilium_naming_serves_ciliums_names_types_and_labels() {
         r#"cilium_endpoint_state{endpoint_state="creating"} 1"#,
     );
     has(&text, "cilium_endpoint 3");
+    has(&text, "# TYPE cilium_process_cpu_seconds_total counter");
+    has(&text, "# TYPE cilium_process_resident_memory_bytes gauge");
     // Kept beside (per pool, per verdict), and weft's own where Cilium has no equivalent.
     has(
         &text,
