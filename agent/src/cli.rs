@@ -204,14 +204,20 @@ pub struct RunArgs {
         visible_alias = "k8s-kubeconfig-path"
     )]
     pub kubeconfig: Option<PathBuf>,
-    /// Serve `/healthz`, `/readyz` (and `/metrics`, unless --prometheus-serve-addr is given)
-    /// here (port 0: any free port, logged).
+    /// Serve `/healthz`, `/readyz` and `/metrics` here (port 0: any free port, logged);
+    /// --prometheus-serve-addr adds a listener, this one keeps serving.
     #[arg(long, env = "WEFT_HEALTH_ADDR", default_value = crate::metrics::DEFAULT_HEALTH_ADDR)]
     pub health_addr: std::net::SocketAddr,
-    /// Serve Prometheus `/metrics` on this address too (Cilium's flag; `:9962` means every
-    /// interface). Empty: `/metrics` is served on --health-addr only.
+    /// Serve Prometheus `/metrics` on this address too (Cilium's flag and key; `:9962` means
+    /// every interface; the flag wins over the key). Neither: `/metrics` is served on
+    /// --health-addr only.
     #[arg(long, env = "WEFT_PROMETHEUS_SERVE_ADDR", value_parser = parse_listen_addr)]
     pub prometheus_serve_addr: Option<std::net::SocketAddr>,
+    /// The metric names `/metrics` serves: `weft` (`weft_…`) or `cilium` (Cilium's names,
+    /// types and labels where the meaning is the same, so Cilium's dashboards work; weft's
+    /// names for the rest).
+    #[arg(long, env = "WEFT_METRICS_NAMING", default_value = "weft")]
+    pub metrics_naming: crate::metrics::Naming,
     /// Agent state: endpoint records and router addresses.
     #[arg(long, env = "WEFT_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,

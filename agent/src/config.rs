@@ -20,7 +20,7 @@ use crate::ipam::mode::IpamMode;
 
 /// The keys weft understands (the feature guard, [`guard`], judges the others). Each has its
 /// documentation in [`reference::REFERENCE`].
-pub const KEYS: [&str; 44] = [
+pub const KEYS: [&str; 45] = [
     "ipam",
     "ipam-default-ip-pool",
     "ipam-multi-pool-pre-allocation",
@@ -65,6 +65,7 @@ pub const KEYS: [&str; 44] = [
     "debug",
     "log-level",
     "log-format",
+    "prometheus-serve-addr",
 ];
 
 /// Cilium's `agent-not-ready-taint-key` default.
@@ -131,6 +132,9 @@ pub struct AgentConfig {
     /// (default 112), with `enable-ipv4`/`enable-ipv6` as the families: the operator's
     /// cluster-pool settings, used by the in-process allocator of the single-host store.
     pub cluster_pool: ClusterPoolConfig,
+    /// `prometheus-serve-addr` (default empty: none): where `/metrics` is also served; the
+    /// `--prometheus-serve-addr` flag wins.
+    pub prometheus_serve_addr: Option<std::net::SocketAddr>,
 }
 
 /// The keys that seed the agent's own CiliumNode when it runs against Kubernetes (Cilium's
@@ -202,6 +206,7 @@ impl Default for AgentConfig {
             cluster_pool: ClusterPoolConfig::default(),
             not_ready_taint_key: DEFAULT_NOT_READY_TAINT.to_owned(),
             remove_node_taints: true,
+            prometheus_serve_addr: None,
         }
     }
 }
@@ -294,6 +299,12 @@ impl AgentConfig {
                 "remove-cilium-node-taints" => {
                     config.remove_node_taints =
                         parse_bool(value).ok_or_else(|| bad("true or false"))?;
+                }
+                "prometheus-serve-addr" if !value.is_empty() => {
+                    config.prometheus_serve_addr = Some(
+                        crate::cli::parse_listen_addr(value)
+                            .map_err(|_| bad("host:port, or :port for every interface (:9962)"))?,
+                    );
                 }
                 "ipam-cilium-node-update-rate" => {
                     config.node_update_rate = parse_duration(value)

@@ -112,6 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 },
                 health_addr: Some(args.health_addr),
                 prometheus_addr: args.prometheus_serve_addr,
+                metrics_naming: args.metrics_naming,
                 state_dir: args.state_dir,
                 socket: args.socket,
                 delete_queue: args.delete_queue_dir,

@@ -3,8 +3,10 @@
 //! ([`error::chain`]), and the client plumbing — connecting from a kubeconfig or the
 //! in-cluster service account ([`client`]), the resources weft talks to as `DynamicObject` APIs
 //! ([`resource`]) and the timing of every request ([`instrument`], [`api_metrics`]), whether the
-//! API server can be used and why not ([`reach`], [`access`]), and the logging set-up both
-//! programs share ([`telemetry`]: Cilium's `--debug`, `--log-level`, `--log-format`).
+//! API server can be used and why not ([`reach`], [`access`]), the logging set-up both
+//! programs share ([`telemetry`]: Cilium's `--debug`, `--log-level`, `--log-format`), and the
+//! metric names `/metrics` serves under ([`metrics_naming`]) with the process metrics both
+//! export ([`process_metrics`]).
 //!
 //! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
 //! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
@@ -19,6 +21,8 @@ pub mod error;
 pub mod events;
 pub mod instrument;
 pub mod labels;
+pub mod metrics_naming;
+pub mod process_metrics;
 pub mod reach;
 pub mod resource;
 pub mod telemetry;

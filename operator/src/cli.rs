@@ -48,6 +48,10 @@ pub struct Cli {
     /// Where `/healthz` is served (default `localhost:9234`).
     #[arg(long)]
     pub operator_api_serve_addr: Option<String>,
+    /// The metric names `/metrics` serves: `weft` (`weft_operator_…`) or `cilium` (Cilium's
+    /// `cilium_operator_…` where the meaning is the same, weft's for the rest).
+    #[arg(long, env = "WEFT_METRICS_NAMING", default_value = "weft")]
+    pub metrics_naming: weft_k8s::metrics_naming::Naming,
     /// Serve Prometheus metrics (default false).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub enable_metrics: Option<String>,

@@ -1,6 +1,6 @@
 //! The operator's HTTP listeners (hyper, HTTP/1.1): `/healthz` on `--operator-api-serve-addr`
 //! (200 `ok` while the API server can be used, 503 with the reason while it cannot — as
-//! Cilium's operator checks its Kubernetes connection) and `/metrics` (OpenMetrics text) on
+//! Cilium's operator checks its Kubernetes connection) and `/metrics` (text format 0.0.4) on
 //! `--operator-prometheus-serve-addr` with `--enable-metrics`. Each scrape first sets the gauges
 //! of state from the node manager's latest counts.
 
@@ -15,8 +15,10 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tracing::{debug, info};
 
-/// OpenMetrics text, as prometheus-client encodes it.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use crate::metrics::Metrics;
+
+/// The Prometheus text format 0.0.4 (what Cilium's operator serves).
+const TEXT_FORMAT: &str = weft_k8s::metrics_naming::CONTENT_TYPE;
 
 /// A listener could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -45,15 +47,16 @@ pub type Health = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 pub enum Serves {
     /// `/healthz`.
     Health(Health),
-    /// `/metrics` from the registry, refreshed before each scrape.
-    Metrics(Registry, Refresh),
+    /// `/metrics` from the registry, refreshed before each scrape, under the names of
+    /// `--metrics-naming`.
+    Metrics(Registry, Box<Metrics>, Refresh),
 }
 
 /// What the listeners serve.
 #[derive(Clone)]
 enum Routes {
     Health(Health),
-    Metrics(Arc<Registry>, Refresh),
+    Metrics(Arc<Registry>, Arc<Metrics>, Refresh),
 }
 
 /// Bind `addr` and serve `what` until the runtime stops; returns the bound address (port 0
@@ -73,7 +76,9 @@ pub async fn serve(
     info!(addr = %bound, flag, "serving HTTP");
     let routes = match what {
         Serves::Health(health) => Routes::Health(health),
-        Serves::Metrics(registry, refresh) => Routes::Metrics(Arc::new(registry), refresh),
+        Serves::Metrics(registry, names, refresh) => {
+            Routes::Metrics(Arc::new(registry), Arc::from(names), refresh)
+        }
     };
     tokio::spawn(async move {
         loop {
@@ -123,11 +128,10 @@ impl Routes {
                     format!("{reason}\n"),
                 ),
             },
-            ("/metrics", Self::Metrics(registry, refresh)) => {
+            ("/metrics", Self::Metrics(registry, names, refresh)) => {
                 refresh();
-                let mut body = String::new();
-                match prometheus_client::encoding::text::encode(&mut body, registry) {
-                    Ok(()) => reply(StatusCode::OK, OPENMETRICS, body),
+                match names.encode(registry) {
+                    Ok(body) => reply(StatusCode::OK, TEXT_FORMAT, body),
                     Err(e) => reply(
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "text/plain",

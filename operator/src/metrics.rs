@@ -1,7 +1,8 @@
 //! The operator's Prometheus metrics, under `weft_operator_`: Cilium's operator IPAM names
 //! (`ipam_nodes{category}`, `ipam_available_ips`/`ipam_used_ips`/`ipam_needed_ips{target_node}`,
 //! `ipam_resync_total`), the blocks of each pool in use and free, whether this replica leads,
-//! and the Kubernetes API calls. Gauges of state are set from the node manager before each
+//! the Kubernetes API calls and the process's CPU and memory; with `--metrics-naming cilium`, [`naming`]'s table serves
+//! Cilium's under `cilium_operator_`. Gauges of state are set from the node manager before each
 //! scrape ([`Metrics::observe`]); label values are bounded (node and pool names, fixed
 //! categories).
 
@@ -11,11 +12,13 @@ use prometheus_client::{
     registry::Registry,
 };
 use weft_k8s::api_metrics::KubeApiMetrics;
+pub use weft_k8s::metrics_naming::Naming;
 
 pub use self::cloud::{CloudMetrics, CloudObserver};
 use crate::manager::NodeManager;
 
 mod cloud;
+pub mod naming;
 
 /// Prefix of every metric name.
 pub const PREFIX: &str = "weft_operator";
@@ -65,6 +68,8 @@ pub struct Metrics {
     pub cloud: CloudMetrics,
     /// The ARM calls.
     pub azure: crate::azure::api::ApiMetrics,
+    /// The names `/metrics` serves (`--metrics-naming`).
+    pub naming: Naming,
 }
 
 /// `part` of `ciliumnode_writes_total`.
@@ -126,7 +131,25 @@ impl Metrics {
         self.kube.register(&mut registry);
         self.cloud.register(&mut registry);
         self.azure.register(&mut registry);
+        registry.register_collector(Box::new(weft_k8s::process_metrics::ProcessCollector));
         registry
+    }
+
+    /// Every metric, served under `naming`'s names.
+    #[must_use]
+    pub fn with_naming(naming: Naming) -> Self {
+        Self {
+            naming,
+            ..Self::default()
+        }
+    }
+
+    /// `registry`, encoded in the text format 0.0.4 under [`Self::naming`]'s names.
+    ///
+    /// # Errors
+    /// A metric failed to encode.
+    pub fn encode(&self, registry: &Registry) -> Result<String, std::fmt::Error> {
+        weft_k8s::metrics_naming::encode(registry, self.naming, naming::RULES)
     }
 
     /// Set the gauges of state from the node manager.

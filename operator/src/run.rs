@@ -173,7 +173,7 @@ async fn serve_http(
         http::serve(
             config.prometheus_addr,
             "--operator-prometheus-serve-addr",
-            http::Serves::Metrics(metrics.registry(), refresh),
+            http::Serves::Metrics(metrics.registry(), Box::new(metrics.clone()), refresh),
         )
         .await?;
     }
@@ -302,7 +302,7 @@ async fn operate(
         crate::azure::setup::check(&config.azure)?;
     }
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
-    let metrics = Metrics::default();
+    let metrics = Metrics::with_naming(cli.metrics_naming);
     let manager = allocator.map(|a| Arc::new(Mutex::new(NodeManager::new(a))));
     let (client, reach) = weft_k8s::client::connect_watched(
         cli.kubeconfig.as_deref(),

@@ -21,7 +21,8 @@ use crate::run::{self, display, output, succeeds};
 /// static busybox, the only thing in the containers' image, for the runtime tests;
 /// python3-venv for the venv that holds kubernetes-validate; buildah, the CA bundle and
 /// `strip` for `cargo xtask image`; iptables and nftables, with which the Services tests and
-/// benchmark write kube-proxy's rules).
+/// benchmark write kube-proxy's rules; prometheus for `promtool check metrics`, which lints the
+/// agent's and the operator's `/metrics` in tests/tests/metrics_naming.rs).
 const DEB_PACKAGES: &[&str] = &[
     "bpftool",
     "iproute2",
@@ -42,6 +43,7 @@ const DEB_PACKAGES: &[&str] = &[
     "binutils",
     "iptables",
     "nftables",
+    "prometheus",
 ];
 
 /// The venv that holds Python tools from PyPI (outside the repository, like the bpf-linker

@@ -295,6 +295,12 @@ pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
          it for its agents)",
     ),
     agent(
+        "prometheus-serve-addr",
+        Empty("`/metrics` on `--health-addr` only"),
+        Modes::All,
+        "also serve `/metrics` here (`:9962`: every interface); the `--prometheus-serve-addr` flag (`WEFT_PROMETHEUS_SERVE_ADDR`) wins",
+    ),
+    agent(
         "bypass-ip-availability-upon-restore",
         Value("false"),
         Modes::Only(&[Crd, Azure, AlibabaCloud]),

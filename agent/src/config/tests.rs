@@ -161,3 +161,18 @@ fn an_unknown_mode_lists_only_the_modes_weft_runs() {
          kubernetes, cluster-pool, multi-pool, crd, eni, azure, alibabacloud",
     );
 }
+
+#[test]
+fn prometheus_serve_addr_takes_ciliums_forms() {
+    let every =
+        AgentConfig::resolve([&layer(&[("prometheus-serve-addr", ":9962")])]).expect("valid");
+    assert_eq!(
+        every.prometheus_serve_addr,
+        Some("0.0.0.0:9962".parse().expect("addr"))
+    );
+    let empty = AgentConfig::resolve([&layer(&[("prometheus-serve-addr", "")])]).expect("valid");
+    assert_eq!(empty.prometheus_serve_addr, None);
+    let bad = AgentConfig::resolve([&layer(&[("prometheus-serve-addr", "9962")])])
+        .expect_err("a port alone is not an address");
+    assert_eq!(bad.key, "prometheus-serve-addr");
+}

@@ -92,8 +92,11 @@ pub struct DaemonOptions {
     pub store: StoreSource,
     /// Where `/healthz`, `/readyz` and `/metrics` are served (none: not served).
     pub health_addr: Option<SocketAddr>,
-    /// Another address for `/metrics` (`--prometheus-serve-addr`; none: the health address).
+    /// Another address for `/metrics` (`--prometheus-serve-addr`; none: the
+    /// `prometheus-serve-addr` key, else the health address only).
     pub prometheus_addr: Option<SocketAddr>,
+    /// The names `/metrics` serves (`--metrics-naming`).
+    pub metrics_naming: crate::metrics::Naming,
     /// State directory (endpoint records, router IPs).
     pub state_dir: PathBuf,
     /// CNI socket.
@@ -286,23 +289,19 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         // A bad value stops the agent before it says it serves anything; the checks across
         // keys wait for this node's CiliumNodeConfig defaults (read with the store).
-        AgentConfig::resolve_values([&opts.config_file, &opts.config_flags])?;
+        let values = AgentConfig::resolve_values([&opts.config_file, &opts.config_flags])?;
         crate::config::guard::review([("config file", &opts.config_file)])
             .enforce(opts.allow_unsupported_features)?;
         let mut shutdown = std::pin::pin!(shutdown);
         let ready = Readiness::default();
-        let metrics = Arc::new(Metrics::new(&opts.node_name));
+        let metrics = Arc::new(Metrics::new(&opts.node_name, opts.metrics_naming));
         let endpoint = Endpoint::new(Arc::clone(&metrics), ready.clone());
         if let Some(addr) = opts.health_addr {
             let bound = endpoint.serve(addr).await?;
-            let metrics_here = if opts.prometheus_addr.is_none() {
-                " (and /metrics)"
-            } else {
-                ""
-            };
-            info!(addr = %bound, "serving /healthz and /readyz{metrics_here}");
+            info!(addr = %bound, "serving /healthz and /readyz, and /metrics");
         }
-        if let Some(addr) = opts.prometheus_addr {
+        // The flag wins over the cilium-config key.
+        if let Some(addr) = opts.prometheus_addr.or(values.prometheus_serve_addr) {
             let bound = endpoint.serve(addr).await?;
             info!(addr = %bound, "serving Prometheus /metrics");
         }

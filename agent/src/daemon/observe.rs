@@ -323,6 +323,10 @@ impl Refresh for Daemon {
             let view = self.ipam_view(false).await;
             self.metrics.ipam.set_usage(&view.usage);
             self.metrics.writes.set(self.store.stats());
+            match self.records.all() {
+                Ok((records, _corrupt)) => self.metrics.endpoints.set(endpoint_counts(&records)),
+                Err(error) => warn!(error = %chain(&error), "/metrics without the endpoint counts"),
+            }
             match self.datapath_stats().await {
                 Ok(stats) => self.metrics.datapath.set(&stats),
                 Err(error) => {
@@ -331,4 +335,19 @@ impl Refresh for Daemon {
             }
         })
     }
+}
+
+/// Endpoints by state, from their records.
+fn endpoint_counts(records: &[super::records::EndpointRecord]) -> crate::metrics::EndpointCounts {
+    let mut counts = crate::metrics::EndpointCounts::default();
+    for record in records {
+        if record.deleting {
+            counts.disconnecting += 1;
+        } else if record.result.is_some() {
+            counts.ready += 1;
+        } else {
+            counts.creating += 1;
+        }
+    }
+    counts
 }

@@ -1,8 +1,9 @@
 //! Prometheus metrics and the agent's HTTP endpoint (`/metrics`, `/healthz`, `/readyz`).
 //!
 //! One [`Metrics`] holds every part (IPAM, Kubernetes API calls, CiliumNode writes, datapath,
-//! CNI requests); each part registers its metrics in the registry under the `weft_` prefix and
-//! owns small, bounded label sets. Counters of operations (allocations, releases, API calls) are counted
+//! CNI requests, endpoints, the process's CPU and memory); each part registers its metrics in the registry under the `weft_`
+//! prefix and owns small, bounded label sets. A scrape serves them under weft's names or,
+//! with `--metrics-naming cilium`, through the one table of [`naming`] under Cilium's. Counters of operations (allocations, releases, API calls) are counted
 //! where they happen; gauges of state (pool usage, map entries, the kernel's counters, the
 //! writer's counters) are set by the daemon right before each scrape. Metrics owns the
 //! CiliumNode writer's counters ([`WriteStats`]): both stores count into them, and this module
@@ -12,18 +13,22 @@
 pub use weft_k8s::api_metrics as apiserver;
 pub mod cni;
 pub mod datapath;
+pub mod endpoints;
 pub mod ipam;
+pub mod naming;
 pub mod server;
 pub mod writes;
 
 use std::net::SocketAddr;
 
 use prometheus_client::registry::Registry;
+pub use weft_k8s::metrics_naming::Naming;
 
 pub use self::{
     apiserver::KubeApiMetrics,
     cni::CniMetrics,
     datapath::DatapathMetrics,
+    endpoints::{EndpointCounts, EndpointMetrics},
     ipam::{IpamMetrics, Outcome},
     server::{DEFAULT_HEALTH_ADDR, Endpoint, Readiness, Refresh},
     writes::{WriteMetrics, WriteStats},
@@ -62,13 +67,17 @@ pub struct Metrics {
     pub datapath: DatapathMetrics,
     /// CNI request and ADD step durations.
     pub cni: CniMetrics,
+    /// Endpoints by state.
+    pub endpoints: EndpointMetrics,
+    naming: Naming,
     registry: Registry,
 }
 
 impl Metrics {
-    /// Every metric, registered, for node `node_name` (the `target_node` label).
+    /// Every metric, registered, for node `node_name` (the `target_node` label), served under
+    /// `naming`'s names.
     #[must_use]
-    pub fn new(node_name: &str) -> Self {
+    pub fn new(node_name: &str, naming: Naming) -> Self {
         let mut registry = Registry::with_prefix(PREFIX);
         let ipam = IpamMetrics::new(node_name);
         ipam.register(&mut registry);
@@ -80,25 +89,28 @@ impl Metrics {
         datapath.register(&mut registry);
         let cni = CniMetrics::default();
         cni.register(&mut registry);
+        let endpoints = EndpointMetrics::default();
+        endpoints.register(&mut registry);
+        registry.register_collector(Box::new(weft_k8s::process_metrics::ProcessCollector));
         Self {
             ipam,
             kube,
             writes,
             datapath,
             cni,
+            endpoints,
+            naming,
             registry,
         }
     }
 
-    /// The registry in the OpenMetrics text format (ends with `# EOF`).
+    /// The registry in the Prometheus text format 0.0.4, under the names chosen at start.
     ///
     /// # Errors
     /// A metric failed to encode.
     pub fn encode(&self) -> Result<String, MetricsError> {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .map_err(MetricsError::Encode)?;
-        Ok(out)
+        weft_k8s::metrics_naming::encode(&self.registry, self.naming, naming::RULES)
+            .map_err(MetricsError::Encode)
     }
 }
 

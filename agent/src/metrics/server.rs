@@ -1,6 +1,6 @@
 //! The agent's HTTP endpoint (hyper, HTTP/1.1): `/healthz` (200 while the process serves),
 //! `/readyz` (200 once start-up finished: datapath loaded, store synced, endpoints restored,
-//! CNI socket up) and `/metrics` (Prometheus, OpenMetrics text). One router serves every
+//! CNI socket up) and `/metrics` (Prometheus text format 0.0.4). One router serves every
 //! listener: `--health-addr` (default `127.0.0.1:9879`, Cilium's agent health port) and, when
 //! given, `--prometheus-serve-addr`. Before each scrape the registered [`Refresh`] source (the
 //! daemon) updates the gauges that are read at scrape time; scrapes are serialized, so two
@@ -30,8 +30,8 @@ use super::{Metrics, MetricsError};
 /// Cilium's agent health address.
 pub const DEFAULT_HEALTH_ADDR: &str = "127.0.0.1:9879";
 
-/// OpenMetrics text, as prometheus-client encodes it.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The Prometheus text format 0.0.4 (what Cilium's agent serves).
+const TEXT_FORMAT: &str = weft_k8s::metrics_naming::CONTENT_TYPE;
 
 /// Whether the agent is ready; shared with the server.
 #[derive(Debug, Default, Clone)]
@@ -154,7 +154,7 @@ impl Endpoint {
             "/readyz" if self.ready.get() => text(StatusCode::OK, "ok\n"),
             "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "starting\n"),
             "/metrics" => match self.scrape().await {
-                Ok(body) => reply(StatusCode::OK, OPENMETRICS, body),
+                Ok(body) => reply(StatusCode::OK, TEXT_FORMAT, body),
                 Err(error) => {
                     warn!(%error, "encoding metrics");
                     text(

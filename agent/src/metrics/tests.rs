@@ -39,7 +39,12 @@ fn has(text: &str, line: &str) {
 
 /// Metrics with a value in every part.
 fn filled() -> Metrics {
-    let metrics = Metrics::new("node1");
+    filled_as(Naming::Weft)
+}
+
+/// Metrics with a value in every part, served under `naming`'s names.
+pub(super) fn filled_as(naming: Naming) -> Metrics {
+    let metrics = Metrics::new("node1", naming);
     metrics.ipam.set_usage(&IpamUsage {
         pools: vec![
             pool("default", Family::V4, 30, 3),
@@ -100,6 +105,11 @@ fn filled() -> Metrics {
             ifname: "wft0".into(),
         }],
     });
+    metrics.endpoints.set(EndpointCounts {
+        ready: 2,
+        creating: 1,
+        disconnecting: 0,
+    });
     metrics
 }
 
@@ -118,7 +128,7 @@ fn every_part_encodes_with_its_labels_and_the_weft_prefix() {
         &text,
         r#"weft_ipam_pool_used_ips{pool="default",family="ipv6"} 3"#,
     );
-    has(&text, "# TYPE weft_ipam_ip_allocation_ops counter");
+    has(&text, "# TYPE weft_ipam_ip_allocation_ops_total counter");
     has(
         &text,
         r#"weft_ipam_ip_allocation_ops_total{pool="default",family="ipv4"} 1"#,
@@ -168,7 +178,10 @@ fn every_part_encodes_with_its_labels_and_the_weft_prefix() {
         r#"weft_datapath_attachments{program="from_container"} 1"#,
     );
     has(&text, r#"weft_datapath_attachments{program="to_netdev"} 0"#);
-    assert!(text.ends_with("# EOF\n"), "OpenMetrics ends with # EOF");
+    assert!(
+        !text.contains("# EOF"),
+        "the text format 0.0.4 has no # EOF"
+    );
     let last_write = text
         .lines()
         .find_map(|l| l.strip_prefix("weft_ciliumnode_last_write_timestamp_seconds "))
@@ -180,7 +193,7 @@ fn every_part_encodes_with_its_labels_and_the_weft_prefix() {
 
 #[test]
 fn a_pool_that_goes_away_leaves_the_scrape_and_kernel_counters_are_mirrored() {
-    let metrics = Metrics::new("n");
+    let metrics = Metrics::new("n", Naming::Weft);
     metrics.ipam.set_usage(&IpamUsage {
         pools: vec![pool("mars", Family::V4, 14, 1)],
         ..IpamUsage::default()
@@ -275,7 +288,7 @@ impl Refresh for Source {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_serves_probes_and_metrics_refreshed_per_scrape() {
-    let metrics = Arc::new(Metrics::new("node1"));
+    let metrics = Arc::new(Metrics::new("node1", Naming::Weft));
     let ready = Readiness::default();
     let endpoint = Endpoint::new(Arc::clone(&metrics), ready.clone());
     let addr = endpoint
@@ -302,7 +315,7 @@ async fn the_endpoint_serves_probes_and_metrics_refreshed_per_scrape() {
     }
     let scrape = &answers[3].0.1;
     assert!(
-        scrape.contains("application/openmetrics-text"),
+        scrape.contains("text/plain; version=0.0.4"),
         "content type: {scrape}"
     );
     // Families without a series yet print nothing; the plain histogram always does.
@@ -310,7 +323,6 @@ async fn the_endpoint_serves_probes_and_metrics_refreshed_per_scrape() {
         scrape.contains("# TYPE weft_ipam_release_duration_seconds histogram"),
         "{scrape}"
     );
-    assert!(scrape.ends_with("# EOF\n"), "{scrape}");
     assert_eq!(
         source.0.load(Ordering::Relaxed),
         1,

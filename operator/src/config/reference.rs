@@ -9,7 +9,7 @@ use super::IpamMode::{self, Azure, ClusterPool, MultiPool};
 
 /// Flags of [`crate::cli::Cli`] that are not configuration keys (nothing reads them from
 /// `--config-dir`).
-pub const FLAG_ONLY: [&str; 2] = ["config-dir", "kubeconfig"];
+pub const FLAG_ONLY: [&str; 3] = ["config-dir", "kubeconfig", "metrics-naming"];
 
 /// A setting's default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
