@@ -10,8 +10,10 @@ use weft_k8s::config_values::{parse_bool, parse_duration};
 use crate::{
     cli::Cli,
     ipam::{
+        Family,
+        cidrset::CidrSetError,
         clusterpool::{ClusterPoolConfig, FamilyConfig},
-        multipool::{FamilySpec, PoolSpec},
+        multipool::{FamilySpec, MultiPoolError, PoolSpec, check_pool},
     },
 };
 
@@ -51,6 +53,20 @@ pub enum ConfigError {
         entry: String,
         /// What is wrong.
         reason: String,
+    },
+    /// An `--auto-create-cilium-pod-ip-pools` pool the allocator would refuse (nothing is
+    /// created then).
+    #[error("auto-create-cilium-pod-ip-pools: pool {pool:?}, {field}: {source}{fix}")]
+    AutoCreatePool {
+        /// The pool.
+        pool: String,
+        /// The part of the entry to fix (`ipv4-mask-size`, `ipv6-cidrs`, …).
+        field: String,
+        /// How to fix it (starts with `; `), or empty where the source says it.
+        fix: String,
+        /// Why the allocator refuses it.
+        #[source]
+        source: MultiPoolError,
     },
     /// The leader-election durations do not nest.
     #[error(
@@ -289,6 +305,7 @@ impl OperatorConfig {
         let mut auto_create_pools = BTreeMap::new();
         for entry in pools_raw {
             let (name, spec) = parse_auto_create(&entry)?;
+            check_pool(&name, &spec).map_err(|source| auto_create_refused(&name, source))?;
             auto_create_pools.insert(name, spec);
         }
         let leader = leader_timing(&l, cli)?;
@@ -324,6 +341,44 @@ impl OperatorConfig {
             )?,
             azure: AzureConfig::resolve(&l, cli)?,
         })
+    }
+}
+
+/// [`ConfigError::AutoCreatePool`] for `source`, naming the entry's field and the fix.
+fn auto_create_refused(pool: &str, source: MultiPoolError) -> ConfigError {
+    let (field, fix) = match &source {
+        MultiPoolError::Cidrs { source: set, .. } => {
+            let family = |cidr: &IpNet| Family::of(cidr).flag_name();
+            match set {
+                CidrSetError::MaskSizeInvalid { cluster, .. }
+                | CidrSetError::MaskShorterThanCluster { cluster, .. } => {
+                    (format!("{}-mask-size", family(cluster)), String::new())
+                }
+                CidrSetError::SubnetTooBig { cluster, .. } => (
+                    format!("{}-mask-size", family(cluster)),
+                    format!(
+                        "; a mask size may be at most 16 bits longer than the CIDR's prefix                          (here at most /{})",
+                        cluster.prefix_len().saturating_add(16)
+                    ),
+                ),
+                CidrSetError::WrongFamily { family: f, cidr } => (
+                    format!("{}-cidrs", f.flag_name()),
+                    format!("; list {cidr} under {}-cidrs", family(cidr)),
+                ),
+                CidrSetError::Collision { cidr, .. } => (
+                    format!("{}-cidrs", family(cidr)),
+                    "; list each range once, without overlaps".to_owned(),
+                ),
+                _ => ("cidrs".to_owned(), String::new()),
+            }
+        }
+        _ => ("spec".to_owned(), String::new()),
+    };
+    ConfigError::AutoCreatePool {
+        pool: pool.to_owned(),
+        field,
+        fix,
+        source,
     }
 }
 

@@ -282,6 +282,37 @@ fn auto_created_pools_in_ciliums_format() {
 }
 
 #[test]
+fn an_auto_created_pool_the_allocator_refuses_stops_the_operator_before_creating_anything() {
+    let cluster = Cluster::start();
+    let mut op = cluster.operator(&[
+        "--leader-election=false",
+        "--ipam",
+        "multi-pool",
+        "--auto-create-cilium-pod-ip-pools",
+        "good=ipv4-cidrs:10.80.0.0/16;ipv4-mask-size:24",
+        "--auto-create-cilium-pod-ip-pools",
+        "mars=ipv4-cidrs:10.81.0.0/16;ipv4-mask-size:8",
+    ]);
+    let code = op.wait_exit(Duration::from_secs(30));
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "the operator must stop (exit code {code:?}):\n{}",
+        op.log()
+    );
+    let log = op.log();
+    assert!(
+        log.contains("auto-create-cilium-pod-ip-pools: pool \"mars\", ipv4-mask-size")
+            && log.contains("at least /16"),
+        "{log}"
+    );
+    assert_eq!(
+        cluster.emu.list("ciliumpodippools"),
+        Vec::<Value>::new(),
+        "no pool created, not even the good one"
+    );
+}
+
+#[test]
 fn an_overlapping_pool_is_refused_with_an_event() {
     let cluster = Cluster::start();
     pool(
