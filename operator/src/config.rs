@@ -66,7 +66,7 @@ pub enum ConfigError {
         fix: String,
         /// Why the allocator refuses it.
         #[source]
-        source: MultiPoolError,
+        source: Box<MultiPoolError>,
     },
     /// The leader-election durations do not nest.
     #[error(
@@ -139,6 +139,8 @@ pub struct OperatorConfig {
     pub nodes_gc_interval: Duration,
     /// The Azure settings (read in every mode, used in `azure`).
     pub azure: AzureConfig,
+    /// `identity-gc-interval`, `identity-heartbeat-timeout`, `identity-gc-rate-*`.
+    pub identity_gc: crate::identitygc::Settings,
 }
 
 /// One setting: the flag's value, else the config key's.
@@ -340,6 +342,7 @@ impl OperatorConfig {
                 Duration::from_mins(5),
             )?,
             azure: AzureConfig::resolve(&l, cli)?,
+            identity_gc: identity_gc(&l, cli)?,
         })
     }
 }
@@ -378,8 +381,34 @@ fn auto_create_refused(pool: &str, source: MultiPoolError) -> ConfigError {
         pool: pool.to_owned(),
         field,
         fix,
-        source,
+        source: Box::new(source),
     }
+}
+
+fn identity_gc(l: &Layers<'_>, cli: &Cli) -> Result<crate::identitygc::Settings, ConfigError> {
+    let default = crate::identitygc::Settings::default();
+    Ok(crate::identitygc::Settings {
+        interval: l.duration(
+            "identity-gc-interval",
+            cli.identity_gc_interval.as_deref(),
+            default.interval,
+        )?,
+        heartbeat_timeout: l.duration(
+            "identity-heartbeat-timeout",
+            cli.identity_heartbeat_timeout.as_deref(),
+            default.heartbeat_timeout,
+        )?,
+        rate_interval: l.duration(
+            "identity-gc-rate-interval",
+            cli.identity_gc_rate_interval.as_deref(),
+            default.rate_interval,
+        )?,
+        rate_limit: l.number(
+            "identity-gc-rate-limit",
+            cli.identity_gc_rate_limit.as_deref(),
+            default.rate_limit,
+        )?,
+    })
 }
 
 fn leader_timing(l: &Layers<'_>, cli: &Cli) -> Result<LeaderTiming, ConfigError> {

@@ -12,10 +12,14 @@ use prometheus_client::{
 };
 use weft_k8s::api_metrics::KubeApiMetrics;
 
-pub use self::cloud::{CloudMetrics, CloudObserver};
+pub use self::{
+    cloud::{CloudMetrics, CloudObserver},
+    identitygc::IdentityGcMetrics,
+};
 use crate::manager::NodeManager;
 
 mod cloud;
+mod identitygc;
 
 /// Prefix of every metric name.
 pub const PREFIX: &str = "weft_operator";
@@ -65,6 +69,8 @@ pub struct Metrics {
     pub cloud: CloudMetrics,
     /// The ARM calls.
     pub azure: crate::azure::api::ApiMetrics,
+    /// The CiliumIdentity garbage collector.
+    pub identity_gc: IdentityGcMetrics,
 }
 
 /// `part` of `ciliumnode_writes_total`.
@@ -126,6 +132,7 @@ impl Metrics {
         self.kube.register(&mut registry);
         self.cloud.register(&mut registry);
         self.azure.register(&mut registry);
+        self.identity_gc.register(&mut registry);
         registry
     }
 
