@@ -14,7 +14,7 @@ use super::{Cluster, wait_for};
 /// The run counter the collector publishes.
 const RUNS: &str = "weft_operator_identity_gc_runs{outcome=\"success\"}";
 /// Long enough for many runs of one second.
-const DEADLINE: Duration = Duration::from_secs(60);
+const DEADLINE: Duration = Duration::from_mins(1);
 
 fn identity(cluster: &Cluster, id: u32, app: &str) {
     cluster.emu.put(json!({

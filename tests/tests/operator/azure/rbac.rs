@@ -161,7 +161,7 @@ fn a_role_too_small_for_the_resync_is_reported_on_each_node_until_it_is_granted(
     // Granted: the next resync goes through, the nodes are served and their error goes.
     azure.arm.set_roles(roles(&["common", "vmss"]));
     for node in ["n0", "n1"] {
-        azure.wait_pool(node, 8, Duration::from_secs(60));
+        azure.wait_pool(node, 8, Duration::from_mins(1));
         wait_for(
             &format!("{node}'s error cleared"),
             Duration::from_secs(30),
