@@ -9,8 +9,7 @@ use std::{collections::BTreeSet, time::Instant};
 
 use super::heartbeat::Heartbeats;
 
-/// The annotation that marks an identity for deletion (Cilium's `HeartBeatAnnotation`).
-pub const HEARTBEAT_ANNOTATION: &str = "io.cilium.heartbeat";
+pub use weft_k8s::crd::identity::HEARTBEAT_ANNOTATION;
 
 /// A CiliumIdentity as the collector sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
