@@ -73,6 +73,18 @@ pub struct Cli {
     /// Interval of the CiliumNode garbage collection (default 5m0s; 0 disables it).
     #[arg(long)]
     pub nodes_gc_interval: Option<String>,
+    /// GC interval for security identities (default 15m0s; 0 disables the collection).
+    #[arg(long)]
+    pub identity_gc_interval: Option<String>,
+    /// Timeout after which an unused identity expires on lack of heartbeat (default 30m0s).
+    #[arg(long)]
+    pub identity_heartbeat_timeout: Option<String>,
+    /// Interval used for rate limiting the GC of security identities (default 1m0s).
+    #[arg(long)]
+    pub identity_gc_rate_interval: Option<String>,
+    /// Maximum number of identities deleted within the identity-gc-rate-interval (default 2500).
+    #[arg(long)]
+    pub identity_gc_rate_limit: Option<String>,
     /// Azure subscription of the nodes (default: the operator's VM's, from IMDS).
     #[arg(long)]
     pub azure_subscription_id: Option<String>,

@@ -10,8 +10,10 @@ use weft_k8s::config_values::{parse_bool, parse_duration};
 use crate::{
     cli::Cli,
     ipam::{
+        Family,
+        cidrset::CidrSetError,
         clusterpool::{ClusterPoolConfig, FamilyConfig},
-        multipool::{FamilySpec, PoolSpec},
+        multipool::{FamilySpec, MultiPoolError, PoolSpec, check_pool},
     },
 };
 
@@ -51,6 +53,20 @@ pub enum ConfigError {
         entry: String,
         /// What is wrong.
         reason: String,
+    },
+    /// An `--auto-create-cilium-pod-ip-pools` pool the allocator would refuse (nothing is
+    /// created then).
+    #[error("auto-create-cilium-pod-ip-pools: pool {pool:?}, {field}: {source}{fix}")]
+    AutoCreatePool {
+        /// The pool.
+        pool: String,
+        /// The part of the entry to fix (`ipv4-mask-size`, `ipv6-cidrs`, …).
+        field: String,
+        /// How to fix it (starts with `; `), or empty where the source says it.
+        fix: String,
+        /// Why the allocator refuses it.
+        #[source]
+        source: Box<MultiPoolError>,
     },
     /// The leader-election durations do not nest.
     #[error(
@@ -123,6 +139,8 @@ pub struct OperatorConfig {
     pub nodes_gc_interval: Duration,
     /// The Azure settings (read in every mode, used in `azure`).
     pub azure: AzureConfig,
+    /// `identity-gc-interval`, `identity-heartbeat-timeout`, `identity-gc-rate-*`.
+    pub identity_gc: crate::identitygc::Settings,
 }
 
 /// One setting: the flag's value, else the config key's.
@@ -289,6 +307,7 @@ impl OperatorConfig {
         let mut auto_create_pools = BTreeMap::new();
         for entry in pools_raw {
             let (name, spec) = parse_auto_create(&entry)?;
+            check_pool(&name, &spec).map_err(|source| auto_create_refused(&name, source))?;
             auto_create_pools.insert(name, spec);
         }
         let leader = leader_timing(&l, cli)?;
@@ -323,8 +342,73 @@ impl OperatorConfig {
                 Duration::from_mins(5),
             )?,
             azure: AzureConfig::resolve(&l, cli)?,
+            identity_gc: identity_gc(&l, cli)?,
         })
     }
+}
+
+/// [`ConfigError::AutoCreatePool`] for `source`, naming the entry's field and the fix.
+fn auto_create_refused(pool: &str, source: MultiPoolError) -> ConfigError {
+    let (field, fix) = match &source {
+        MultiPoolError::Cidrs { source: set, .. } => {
+            let family = |cidr: &IpNet| Family::of(cidr).flag_name();
+            match set {
+                CidrSetError::MaskSizeInvalid { cluster, .. }
+                | CidrSetError::MaskShorterThanCluster { cluster, .. } => {
+                    (format!("{}-mask-size", family(cluster)), String::new())
+                }
+                CidrSetError::SubnetTooBig { cluster, .. } => (
+                    format!("{}-mask-size", family(cluster)),
+                    format!(
+                        "; a mask size may be at most 16 bits longer than the CIDR's prefix                          (here at most /{})",
+                        cluster.prefix_len().saturating_add(16)
+                    ),
+                ),
+                CidrSetError::WrongFamily { family: f, cidr } => (
+                    format!("{}-cidrs", f.flag_name()),
+                    format!("; list {cidr} under {}-cidrs", family(cidr)),
+                ),
+                CidrSetError::Collision { cidr, .. } => (
+                    format!("{}-cidrs", family(cidr)),
+                    "; list each range once, without overlaps".to_owned(),
+                ),
+                _ => ("cidrs".to_owned(), String::new()),
+            }
+        }
+        _ => ("spec".to_owned(), String::new()),
+    };
+    ConfigError::AutoCreatePool {
+        pool: pool.to_owned(),
+        field,
+        fix,
+        source: Box::new(source),
+    }
+}
+
+fn identity_gc(l: &Layers<'_>, cli: &Cli) -> Result<crate::identitygc::Settings, ConfigError> {
+    let default = crate::identitygc::Settings::default();
+    Ok(crate::identitygc::Settings {
+        interval: l.duration(
+            "identity-gc-interval",
+            cli.identity_gc_interval.as_deref(),
+            default.interval,
+        )?,
+        heartbeat_timeout: l.duration(
+            "identity-heartbeat-timeout",
+            cli.identity_heartbeat_timeout.as_deref(),
+            default.heartbeat_timeout,
+        )?,
+        rate_interval: l.duration(
+            "identity-gc-rate-interval",
+            cli.identity_gc_rate_interval.as_deref(),
+            default.rate_interval,
+        )?,
+        rate_limit: l.number(
+            "identity-gc-rate-limit",
+            cli.identity_gc_rate_limit.as_deref(),
+            default.rate_limit,
+        )?,
+    })
 }
 
 fn leader_timing(l: &Layers<'_>, cli: &Cli) -> Result<LeaderTiming, ConfigError> {

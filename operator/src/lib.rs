@@ -13,6 +13,7 @@
 //!   drives an [`manager::Allocator`] (pure).
 //! - [`config`], [`cli`]: flags and cilium-config keys.
 //! - [`k8s`]: watches, the CiliumNode writer, node lifecycle and auto-created pools.
+//! - [`identitygc`]: garbage collection of unused CiliumIdentities (the leader's).
 //! - [`leader`]: leader election on a `coordination.k8s.io/v1` Lease.
 //! - [`metrics`], [`http`]: `/metrics` and `/healthz`.
 //! - [`run`]: the composition root.
@@ -22,6 +23,7 @@ pub mod cli;
 pub mod cloud;
 pub mod config;
 pub mod http;
+pub mod identitygc;
 pub mod ipam;
 pub mod k8s;
 pub mod leader;

@@ -14,10 +14,14 @@ use prometheus_client::{
 use weft_k8s::api_metrics::KubeApiMetrics;
 pub use weft_k8s::metrics_naming::Naming;
 
-pub use self::cloud::{CloudMetrics, CloudObserver};
+pub use self::{
+    cloud::{CloudMetrics, CloudObserver},
+    identitygc::IdentityGcMetrics,
+};
 use crate::manager::NodeManager;
 
 mod cloud;
+mod identitygc;
 pub mod naming;
 
 /// Prefix of every metric name.
@@ -70,6 +74,8 @@ pub struct Metrics {
     pub azure: crate::azure::api::ApiMetrics,
     /// The names `/metrics` serves (`--metrics-naming`).
     pub naming: Naming,
+    /// The CiliumIdentity garbage collector.
+    pub identity_gc: IdentityGcMetrics,
 }
 
 /// `part` of `ciliumnode_writes_total`.
@@ -132,6 +138,7 @@ impl Metrics {
         self.cloud.register(&mut registry);
         self.azure.register(&mut registry);
         registry.register_collector(Box::new(weft_k8s::process_metrics::ProcessCollector));
+        self.identity_gc.register(&mut registry);
         registry
     }
 

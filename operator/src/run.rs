@@ -331,6 +331,12 @@ async fn operate(
         None
     };
     metrics.leader.set(1);
+    let identity_gc = tokio::spawn(crate::identitygc::run(
+        client.clone(),
+        config.identity_gc,
+        metrics.identity_gc.clone(),
+        stopped(stop.clone()),
+    ));
     let lost = async {
         match leadership.as_mut() {
             Some(l) => l.lost().await,
@@ -359,6 +365,7 @@ async fn operate(
         };
         leading.cloud(provider, lost).await
     };
+    identity_gc.abort();
     metrics.leader.set(0);
     let lost_leadership = matches!(outcome, Err(RunError::LeadershipLost));
     if !lost_leadership && let Some(l) = leadership {

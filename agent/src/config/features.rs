@@ -469,16 +469,6 @@ pub const FEATURES: &[Feature] = &[
         "weft always drops a pod's packets whose source address is not the pod's own",
     ),
     ignored(
-        "identity-gc-interval",
-        Policy,
-        "the operator's identity garbage collection (weft-operator does not collect yet)",
-    ),
-    ignored(
-        "identity-heartbeat-timeout",
-        Policy,
-        "the operator's identity garbage collection (weft-operator does not collect yet)",
-    ),
-    ignored(
         "enable-identity-mark",
         Policy,
         "weft carries no identity in the packet mark",

@@ -14,13 +14,15 @@ use std::{
 use agent_common::identity::MIN_ALLOCATED;
 use kube::{
     Client,
-    api::{DeleteParams, DynamicObject, PostParams},
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::{K8sError, Resource, resources::to_json};
 use crate::{
+    crd::identity::HEARTBEAT_ANNOTATION,
+    error::chain,
     identity::{MAX_ALLOCATED, SecurityLabels, as_list},
     store::{Snapshot, status_digest},
 };
@@ -83,9 +85,16 @@ impl EndpointPublisher {
             .identities
             .values()
             .filter(|i| &i.security_labels == labels)
-            .filter_map(crate::crd::identity::CiliumIdentity::id)
-            .min();
-        if let Some(id) = existing {
+            .filter_map(|i| Some((i.id()?, i)))
+            .min_by_key(|(id, _)| *id);
+        if let Some((id, identity)) = existing {
+            if identity
+                .metadata
+                .annotations
+                .contains_key(HEARTBEAT_ANNOTATION)
+            {
+                self.unmark(id, &identity.metadata.resource_version).await;
+            }
             return Ok(id);
         }
         if let Some(id) = super::store::lock(&self.created).get(labels) {
@@ -111,6 +120,33 @@ impl EndpointPublisher {
         Err(K8sError::IdentitiesTaken {
             attempts: CREATE_ATTEMPTS,
         })
+    }
+
+    /// Removes the operator's deletion mark from identity `id`, which a pod uses again (as
+    /// cilium-agent does): the change makes the operator's delete, which carries the
+    /// resourceVersion it marked, fail. Best effort: a failure is logged, and the next pass
+    /// tries again while the mark is there.
+    async fn unmark(&self, id: u32, resource_version: &str) {
+        let patch = json!({"metadata": {
+            "resourceVersion": resource_version,
+            "annotations": {HEARTBEAT_ANNOTATION: null},
+        }});
+        let api = Resource::CiliumIdentity.all(&self.client);
+        match api
+            .patch(
+                &id.to_string(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => info!(identity = id, "Identity marked for deletion; unmarked it"),
+            // Changed or gone meanwhile: the next pass sees the new state.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(error) => {
+                warn!(identity = id, error = %chain(&error), "unmarking an identity marked for deletion failed");
+            }
+        }
     }
 
     /// Create or update the CiliumEndpoint of `endpoint` (identity `identity`, on the node

@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use super::meta::{Extra, ObjectMeta, ObjectType, TypeMeta};
 
+/// The annotation with which the operator's identity garbage collection marks an identity no
+/// endpoint uses (the time it was marked, RFC 3339); an agent that uses the identity again
+/// removes it (Cilium's `HeartBeatAnnotation`).
+pub const HEARTBEAT_ANNOTATION: &str = "io.cilium.heartbeat";
+
 /// A `CiliumIdentity`, named after its numeric identity.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CiliumIdentity {

@@ -280,6 +280,14 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         error.is_transient()
     }
 
+    fn is_refused(error: &AzureError) -> bool {
+        match error {
+            AzureError::Authorization { .. } => true,
+            AzureError::Api(e) => matches!(e.status(), Some(401 | 403)),
+            _ => false,
+        }
+    }
+
     async fn instance_sync(&self, instance_id: &str) -> Result<(), InstanceSyncError<AzureError>> {
         match Instances::instance_sync(self, instance_id).await {
             Ok(()) => Ok(()),

@@ -108,6 +108,9 @@ struct Shared<P: CloudProvider> {
     nodes: Mutex<BTreeMap<String, Entry>>,
     pending_pods: Mutex<BTreeMap<String, u64>>,
     stable: AtomicBool,
+    /// Why the last full resync was refused (a missing permission), shown on every node
+    /// until a full resync goes through.
+    refused: Mutex<Option<String>>,
     workers: Semaphore,
     writes: mpsc::UnboundedSender<NodePatch>,
     observer: Box<dyn Observer>,
@@ -164,8 +167,10 @@ impl<P: CloudProvider> Shared<P> {
                 .resync_interfaces(Self::node_ref(&state.view))
                 .map_err(|e| crate::chain(&e))
         };
+        // While the full resync is refused, every node lacks its instance: that is said once.
         if let Err(reason) = &cloud
             && !state.instance_missing
+            && self.refusal().is_none()
         {
             warn!(node = %state.view.name, instance = %state.view.instance_id, %reason,
                 "Instance not found! Please delete corresponding ciliumnode if instance has already been deleted");
@@ -179,6 +184,30 @@ impl<P: CloudProvider> Shared<P> {
         if entry.state.allocation_needed() || entry.state.release_needed(release) {
             entry.state.waiting_for_maintenance = true;
             entry.kick.notify_one();
+        }
+    }
+
+    /// Why the full resync is refused, if it is.
+    fn refusal(&self) -> Option<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records why the full resync is refused (`None`: it is not); whether that changed.
+    fn set_refused(&self, text: Option<String>) -> bool {
+        let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = *refused != text;
+        *refused = text;
+        changed
+    }
+
+    /// Publish every node as it stands (a refusal appeared).
+    fn publish_all(&self) {
+        let mut nodes = self.lock();
+        for entry in nodes.values_mut() {
+            self.publish(entry);
         }
     }
 
@@ -237,24 +266,35 @@ impl<P: CloudProvider> CloudManager<P> {
         observer: Box<dyn Observer>,
     ) -> Result<Self, StartError<P::Error>> {
         // Cilium exits when the first resync fails; weft waits out what may pass (throttling,
-        // ARM or the network failing) and stops only on a refusal that needs a fix.
+        // ARM or the network failing), reports a missing permission on every node and keeps
+        // trying (`run`), and stops only on a refusal that needs another setting.
         let mut wait = Duration::from_secs(1);
+        let mut refused = None;
         loop {
             let started = Instant::now();
             let first = provider.resync().await;
             observer.background_sync(first.is_ok(), started.elapsed().as_secs_f64());
             match first {
-                Ok(()) => break,
+                Ok(()) => {
+                    info!("initial synchronization with instances API done");
+                    break;
+                }
                 Err(error) if P::is_transient(&error) => {
                     warn!(error = %crate::chain(&error), retry_in = ?wait,
                         "initial synchronization with instances API failed; retrying");
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(30));
                 }
+                Err(error) if P::is_refused(&error) => {
+                    let text = refusal_text(&error);
+                    warn!(error = %text, "initial synchronization with instances API refused; \
+                        reported on every CiliumNode, retrying until the permission is granted");
+                    refused = Some(text);
+                    break;
+                }
                 Err(error) => return Err(StartError::InitialSync(error)),
             }
         }
-        info!("initial synchronization with instances API done");
         Ok(Self {
             shared: Arc::new(Shared {
                 provider,
@@ -263,6 +303,7 @@ impl<P: CloudProvider> CloudManager<P> {
                 nodes: Mutex::new(BTreeMap::new()),
                 pending_pods: Mutex::new(BTreeMap::new()),
                 stable: AtomicBool::new(true),
+                refused: Mutex::new(refused),
                 writes,
                 observer,
             }),
@@ -372,8 +413,21 @@ impl<P: CloudProvider> CloudManager<P> {
                 Ok(()) => {
                     failures = 0;
                     shared.stable.store(true, Ordering::Relaxed);
+                    if shared.set_refused(None) {
+                        info!("full resync of the instances allowed again");
+                    }
                     shared.resync_nodes(started);
                     next = tokio::time::Instant::now() + RESYNC_INTERVAL;
+                }
+                Err(error) if P::is_refused(&error) => {
+                    failures += 1;
+                    let text = refusal_text(&error);
+                    if shared.set_refused(Some(text.clone())) {
+                        warn!(error = %text, "full resync of the instances refused; reported on every CiliumNode");
+                        shared.publish_all();
+                    }
+                    next = tokio::time::Instant::now()
+                        + Duration::from_secs(u64::from(failures)).min(RESYNC_INTERVAL);
                 }
                 Err(error) => {
                     failures += 1;
@@ -387,6 +441,14 @@ impl<P: CloudProvider> CloudManager<P> {
             entry.task.abort();
         }
     }
+}
+
+/// What a node shows while the full resync is refused.
+fn refusal_text(error: &(dyn std::error::Error + 'static)) -> String {
+    format!(
+        "unable to synchronize with the instances API: {}",
+        crate::chain(error)
+    )
 }
 
 mod publish;

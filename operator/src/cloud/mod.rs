@@ -91,6 +91,12 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// Whether a failed call may succeed if tried again (throttling, a cloud or network
     /// failure), as opposed to a refusal that needs a fix.
     fn is_transient(error: &Self::Error) -> bool;
+    /// Whether the cloud refused the call for a missing permission: the manager reports it on
+    /// every node (`status.ipam.operator-status.error`) and keeps trying, since granting the
+    /// permission fixes it without a restart.
+    fn is_refused(_error: &Self::Error) -> bool {
+        false
+    }
     /// Re-read one instance.
     fn instance_sync(
         &self,

@@ -90,7 +90,7 @@ const CLUSTER_POOL: Modes = Modes::Only(&[ClusterPool]);
 use DefaultValue::{Empty, Value};
 
 /// Every configuration key of `weft-operator`.
-pub const REFERENCE: [KeyDoc; 30] = [
+pub const REFERENCE: [KeyDoc; 34] = [
     op(
         "ipam",
         Value("cluster-pool"),
@@ -195,6 +195,31 @@ pub const REFERENCE: [KeyDoc; 30] = [
         Value("5m0s"),
         Modes::All,
         "CiliumNodes without a Node for two passes are deleted (0: never)",
+    ),
+    op(
+        "identity-gc-interval",
+        Value("15m0s"),
+        Modes::All,
+        "how often unused CiliumIdentities are marked, then deleted (0: never)",
+    ),
+    op(
+        "identity-heartbeat-timeout",
+        Value("30m0s"),
+        Modes::All,
+        "an identity no CiliumEndpoint used for this long is marked; a marked one still \
+         unused this long after is deleted",
+    ),
+    op(
+        "identity-gc-rate-interval",
+        Value("1m0s"),
+        Modes::All,
+        "interval of the identity deletion rate limit",
+    ),
+    op(
+        "identity-gc-rate-limit",
+        Value("2500"),
+        Modes::All,
+        "identities deleted at most per identity-gc-rate-interval",
     ),
     op(
         "azure-subscription-id",

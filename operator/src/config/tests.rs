@@ -133,3 +133,55 @@ fn auto_create_pools_in_ciliums_format() {
         );
     }
 }
+
+#[test]
+fn an_auto_created_pool_the_allocator_would_refuse_stops_the_operator() {
+    for (entry, field, fix) in [
+        (
+            "mars=ipv4-cidrs:10.0.0.0/16;ipv4-mask-size:8",
+            "ipv4-mask-size",
+            "at least /16",
+        ),
+        (
+            "mars=ipv4-cidrs:10.0.0.0/16;ipv4-mask-size:40",
+            "ipv4-mask-size",
+            "32",
+        ),
+        (
+            "mars=ipv4-cidrs:fd00::/64;ipv4-mask-size:24",
+            "ipv4-cidrs",
+            "ipv4",
+        ),
+        (
+            "mars=ipv4-cidrs:10.0.0.0/16,10.0.0.0/17;ipv4-mask-size:24",
+            "ipv4-cidrs",
+            "collides",
+        ),
+        (
+            "mars=ipv6-cidrs:fd00::/64;ipv6-mask-size:120",
+            "ipv6-mask-size",
+            "too big",
+        ),
+    ] {
+        let err = resolve(&["--auto-create-cilium-pod-ip-pools", entry], &[])
+            .expect_err(entry)
+            .to_string();
+        for want in [
+            "auto-create-cilium-pod-ip-pools",
+            "pool \"mars\"",
+            field,
+            fix,
+        ] {
+            assert!(err.contains(want), "{entry}: {want:?} missing from: {err}");
+        }
+    }
+    // The ConfigMap's entries are checked the same way.
+    resolve(
+        &[],
+        &[(
+            "auto-create-cilium-pod-ip-pools",
+            "ok=ipv4-cidrs:10.0.0.0/8;ipv4-mask-size:24 bad=ipv4-cidrs:10.0.0.0/16;ipv4-mask-size:8",
+        )],
+    )
+    .expect_err("the bad entry of the ConfigMap");
+}

@@ -141,6 +141,17 @@ pub enum MultiPoolError {
     },
 }
 
+/// Checks `spec` as the allocator takes a new pool `name` (CIDR families, collisions, mask
+/// sizes), without an allocator: for pools created from the configuration, refused before
+/// they reach the cluster.
+///
+/// # Errors
+/// [`MultiPoolError::Cidrs`] or [`MultiPoolError::ReservedRangeOutside`], as
+/// [`PoolAllocator::upsert_pool`] would refuse the pool.
+pub fn check_pool(name: &str, spec: &PoolSpec) -> Result<(), MultiPoolError> {
+    Pool::plan(name, None, spec).map(drop)
+}
+
 /// Every error of one [`PoolAllocator::allocate_to_node`] run; the other pools were still
 /// served. Displays like Go's `errors.Join` (one per line), the inner text of
 /// `status.ipam.operator-status.error`.

@@ -21,6 +21,16 @@ const fn same(weft: &'static str, cilium: &'static str, help: &'static str) -> R
 /// weft name → Cilium name (labels and type unchanged).
 pub const RULES: &[Rule] = &[
     same(
+        "weft_operator_identity_gc_entries",
+        "cilium_operator_identity_gc_entries",
+        "CiliumIdentities kept (alive) and deleted by the last collection",
+    ),
+    same(
+        "weft_operator_identity_gc_runs",
+        "cilium_operator_identity_gc_runs",
+        "Identity collections so far, by outcome",
+    ),
+    same(
         "weft_operator_ipam_nodes",
         "cilium_operator_ipam_nodes",
         "Number of nodes by category { total | in-deficit | at-capacity }",

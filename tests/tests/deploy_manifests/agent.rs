@@ -44,7 +44,7 @@ const RBAC: &[(&str, &str, &[&str])] = &[
     (
         "cilium.io",
         "ciliumidentities",
-        &["list", "watch", "create"],
+        &["list", "watch", "create", "patch"],
     ),
     ("", "events", &["create"]),
 ];

@@ -5,7 +5,8 @@
 //! the CRDs apart in `crds/` (no other kustomization holds one, so `kubectl delete -k` of a
 //! workload keeps every cilium.io object); beside
 //! Cilium it is the agent alone, reading `cilium-config`, with no CRD, no weft-operator and no
-//! ConfigMap of its own; the cluster-pool component configures agent and operator alike.
+//! ConfigMap of its own; the cluster-pool and azure components configure agent and operator
+//! alike; only the azure install lets the operator watch pods cluster-wide.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -19,8 +20,10 @@ use weft_agent::config::AgentConfig;
 use weft_tests::unique;
 
 use crate::{
-    KUSTOMIZATION, assert_config_accepted, assert_valid, deploy_dir, documents, kustomization_dirs,
-    operator::assert_serves_the_agents, read_kustomization, relative, strings_of,
+    KUSTOMIZATION, assert_config_accepted, assert_grants, assert_valid, deploy_dir, documents,
+    kustomization_dirs,
+    operator::{AZURE_RBAC, CLUSTER_RBAC, assert_serves_the_agents},
+    read_kustomization, relative, strings_of, table_grants,
 };
 
 /// The one image of weft-agent, weft-cni and weft-operator.
@@ -29,8 +32,9 @@ const IMAGE: &str = "ghcr.io/weft-project/weft";
 const TAG: &str = "0.1.0";
 
 /// Every component and the directory (relative to `deploy/`) it is built on in this test.
-const COMPONENTS: [(&str, &str); 2] = [
+const COMPONENTS: [(&str, &str); 3] = [
     ("components/cluster-pool", "standalone"),
+    ("components/azure", "standalone"),
     ("components/cilium-config", "agent"),
 ];
 
@@ -298,4 +302,78 @@ fn cluster_pool_component_configures_agent_and_operator() {
     assert_eq!(agent.ipam.to_string(), "cluster-pool");
     assert_config_accepted(&data, what);
     assert_serves_the_agents(&data, what);
+}
+
+/// The ClusterRoles of `objects` bound to weft-operator's service account.
+fn operator_cluster_roles(objects: &Objects) -> Vec<Value> {
+    objects
+        .iter()
+        .filter(|((kind, _, _), binding)| {
+            kind == "ClusterRoleBinding"
+                && strings_of(&binding["subjects"])
+                    .iter()
+                    .any(|s| s["name"] == "weft-operator")
+        })
+        .map(|(_, binding)| {
+            let name = binding["roleRef"]["name"].as_str().expect("a role name");
+            objects
+                .get(&("ClusterRole".to_owned(), String::new(), name.to_owned()))
+                .unwrap_or_else(|| panic!("ClusterRole {name} is bound but not installed"))
+                .clone()
+        })
+        .collect()
+}
+
+/// Whether any of `roles` grants reading pods (any verb, any group wildcard).
+fn reads_pods(roles: &[Value]) -> bool {
+    roles.iter().any(|role| {
+        strings_of(&role["rules"]).iter().any(|rule| {
+            strings_of(&rule["apiGroups"])
+                .iter()
+                .any(|g| g == "" || g == "*")
+                && strings_of(&rule["resources"])
+                    .iter()
+                    .any(|r| r == "pods" || r == "*")
+        })
+    })
+}
+
+#[test]
+fn only_the_azure_install_lets_the_operator_watch_pods() {
+    let root = deploy_dir();
+    for base in ["standalone", "operator"] {
+        let roles = operator_cluster_roles(&build(&root.join(base)));
+        assert!(
+            !roles.is_empty(),
+            "deploy/{base}: no role bound to weft-operator"
+        );
+        assert!(
+            !reads_pods(&roles),
+            "deploy/{base}: weft-operator may read pods, which only azure mode needs"
+        );
+    }
+    let scratch = Scratch::new();
+    let built = build(&overlay(&scratch, "standalone", "components/azure"));
+    let roles = operator_cluster_roles(&built);
+    assert_eq!(roles.len(), 1, "one ClusterRole");
+    let table = CLUSTER_RBAC.iter().chain(AZURE_RBAC);
+    assert_grants(
+        &roles[0],
+        &table_grants(table.map(|&(group, res, verbs)| (group, res, verbs, &[][..]))),
+    );
+    assert!(reads_pods(&roles), "the pod watch of azure mode");
+    let config_map = built
+        .iter()
+        .find(|((kind, _, name), _)| kind == "ConfigMap" && name == "weft-config")
+        .map(|(_, doc)| doc)
+        .expect("weft-config");
+    let data: BTreeMap<String, String> =
+        serde_json::from_value(config_map["data"].clone()).expect("a map of strings");
+    let what = "weft-config with components/azure";
+    assert_eq!(data["ipam"], "azure");
+    let agent = AgentConfig::resolve([&data]).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(agent.ipam.to_string(), "azure");
+    assert_config_accepted(&data, what);
+    let operator = crate::operator::resolve(&data).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(operator.ipam, weft_operator::config::IpamMode::Azure);
 }

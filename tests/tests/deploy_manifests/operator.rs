@@ -24,11 +24,9 @@ use crate::{
 
 /// What the operator may do cluster-wide: (API group, resource, verbs). Exactly this, no more,
 /// no less.
-const CLUSTER_RBAC: &[(&str, &str, &[&str])] = &[
+pub(crate) const CLUSTER_RBAC: &[(&str, &str, &[&str])] = &[
     // The Node watch (kube's watcher lists, then watches): deleted nodes, garbage collection.
     ("", "nodes", &["list", "watch"]),
-    // The pod watch of azure mode (pending pods raise a node's allocation).
-    ("", "pods", &["list", "watch"]),
     // The CiliumNode watch; the writer's merge patches of spec.ipam and its deletes.
     (
         "cilium.io",
@@ -45,7 +43,20 @@ const CLUSTER_RBAC: &[(&str, &str, &[&str])] = &[
     ),
     // Warning Events on refused pools (overlapping CIDRs).
     ("", "events", &["create"]),
+    // The identity garbage collection: the identity watch, the mark (a merge patch), the
+    // delete with preconditions.
+    (
+        "cilium.io",
+        "ciliumidentities",
+        &["list", "watch", "patch", "delete"],
+    ),
+    // The endpoint watch of the identity garbage collection (which identities are in use).
+    ("cilium.io", "ciliumendpoints", &["list", "watch"]),
 ];
+
+/// What the azure component adds cluster-wide, and no other install has: the pod watch
+/// (pending pods raise a node's allocation).
+pub(crate) const AZURE_RBAC: &[(&str, &str, &[&str])] = &[("", "pods", &["list", "watch"])];
 
 /// What it may do in its own namespace, for leader election: (API group, resource, verbs,
 /// resource names; empty: any name). Exactly this.

@@ -7,6 +7,7 @@
 //! as root.
 
 mod faults;
+mod identity_mark;
 mod lifecycle;
 mod metrics;
 mod operator;

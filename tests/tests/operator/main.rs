@@ -1,14 +1,15 @@
 //! The real `weft-operator` binary against the Kubernetes API emulator (through a kubeconfig,
 //! so its own kube-rs client is what runs): cluster-pool and multi-pool allocation, restarts,
 //! conflicts, node lifecycle, runtime configuration changes, leader election and faults, a
-//! rejected token, a missing permission and an unreachable API server, its logging flags, and
-//! Azure IPAM against the ARM emulator. The
+//! rejected token, a missing permission and an unreachable API server, its logging flags, the
+//! CiliumIdentity garbage collection, and Azure IPAM against the ARM emulator. The
 //! scenarios with agents and pods are in `kube_agent`.
 
 mod azure;
 mod cluster_pool;
 mod faults;
 mod ha;
+mod identity_gc;
 mod kubectl;
 mod multi_pool;
 mod reach;

@@ -155,15 +155,10 @@ fn a_removed_cidr_leaves_an_orphan_that_comes_back() {
         "{}",
         op.log()
     );
-    // n1 keeps it; new demand comes from what is left in the pool, and (as in Cilium) an
-    // orphan's addresses do not count towards the pool's demand: 40 addresses, two blocks.
+    // n1 keeps it; new demand comes from what is left in the pool, and (unlike Cilium) the
+    // orphan's 30 addresses count towards the pool's demand: 40 addresses, one more block.
     request(&cluster, "n1", &[("mars", 40)]);
-    wait_allocated(
-        &cluster,
-        "n1",
-        "mars",
-        &["10.40.0.0/27", "10.41.0.0/27", "10.41.0.32/27"],
-    );
+    wait_allocated(&cluster, "n1", "mars", &["10.40.0.0/27", "10.41.0.0/27"]);
     // Nobody else gets the orphan, even when the CIDR comes back.
     pool(
         &cluster,
@@ -175,7 +170,7 @@ fn a_removed_cidr_leaves_an_orphan_that_comes_back() {
         Duration::from_secs(20),
     );
     request(&cluster, "n2", &[("mars", 20)]);
-    wait_allocated(&cluster, "n2", "mars", &["10.41.0.64/27"]);
+    wait_allocated(&cluster, "n2", "mars", &["10.41.0.32/27"]);
     // Immutable fields: the change is refused, carving goes on with the old mask.
     pool(
         &cluster,
@@ -187,7 +182,7 @@ fn a_removed_cidr_leaves_an_orphan_that_comes_back() {
         Duration::from_secs(20),
     );
     request(&cluster, "n3", &[("mars", 20)]);
-    wait_allocated(&cluster, "n3", "mars", &["10.41.0.96/27"]);
+    wait_allocated(&cluster, "n3", "mars", &["10.41.0.64/27"]);
 }
 
 #[test]
@@ -279,6 +274,37 @@ fn auto_created_pools_in_ciliums_format() {
     assert_eq!(kept["spec"]["ipv4"]["cidrs"], json!(["10.70.0.0/24"]));
     request(&cluster, "n1", &[("default", 8)]);
     wait_allocated(&cluster, "n1", "default", &["10.80.0.0/24"]);
+}
+
+#[test]
+fn an_auto_created_pool_the_allocator_refuses_stops_the_operator_before_creating_anything() {
+    let cluster = Cluster::start();
+    let mut op = cluster.operator(&[
+        "--leader-election=false",
+        "--ipam",
+        "multi-pool",
+        "--auto-create-cilium-pod-ip-pools",
+        "good=ipv4-cidrs:10.80.0.0/16;ipv4-mask-size:24",
+        "--auto-create-cilium-pod-ip-pools",
+        "mars=ipv4-cidrs:10.81.0.0/16;ipv4-mask-size:8",
+    ]);
+    let code = op.wait_exit(Duration::from_secs(30));
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "the operator must stop (exit code {code:?}):\n{}",
+        op.log()
+    );
+    let log = op.log();
+    assert!(
+        log.contains("auto-create-cilium-pod-ip-pools: pool \"mars\", ipv4-mask-size")
+            && log.contains("at least /16"),
+        "{log}"
+    );
+    assert_eq!(
+        cluster.emu.list("ciliumpodippools"),
+        Vec::<Value>::new(),
+        "no pool created, not even the good one"
+    );
 }
 
 #[test]

@@ -111,8 +111,12 @@ impl<P: CloudProvider> Shared<P> {
                 believed.provider.clone()
             },
             static_ip: state.assigned_static_ip.clone(),
-            // A field with the wrong shape is the error while it lasts; the round's otherwise.
-            error: view.invalid_text().unwrap_or_else(|| state.error.clone()),
+            // A field with the wrong shape is the error while it lasts, then a refused full
+            // resync (a missing permission); the round's otherwise.
+            error: view
+                .invalid_text()
+                .or_else(|| self.refusal())
+                .unwrap_or_else(|| state.error.clone()),
         };
         let (spec, status) = believed.patches(&want);
         if spec.is_none() && status.is_none() {

@@ -21,6 +21,9 @@ impl<P: CloudProvider> Shared<P> {
     /// One pool-maintainer round (Cilium's `MaintainIPPool`). Returns whether the cloud was
     /// changed.
     async fn round(&self, name: &str) -> Result<bool, String> {
+        if let Some(refusal) = self.refusal() {
+            return Err(refusal);
+        }
         if !self.stable.load(Ordering::Relaxed) {
             return Err(
                 "instances API is unstable. Blocking mutating operations. See logs for details."

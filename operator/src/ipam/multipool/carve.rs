@@ -3,8 +3,9 @@
 //! node's demand. It owns no state of its own.
 //!
 //! Where it departs from Cilium, on purpose: a listed prefix overlapping any block held
-//! elsewhere is refused (Cilium only refuses one whose blocks are *all* held), and a listed
-//! CIDR already kept as this node's orphan of that pool stays an orphan without an error.
+//! elsewhere is refused (Cilium only refuses one whose blocks are *all* held), a listed
+//! CIDR already kept as this node's orphan of that pool stays an orphan without an error, and
+//! the node's orphans of a pool count towards its demand on that pool.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -151,13 +152,14 @@ impl PoolAllocator {
                 family,
             });
         };
-        let have: u128 =
-            (self.nodes.get(node).and_then(|pools| pools.get(name))).map_or(0, |cidrs| {
-                cidrs
-                    .family(family)
-                    .iter()
-                    .fold(0u128, |sum, cidr| sum.saturating_add(pool.addrs_in(cidr)))
-            });
+        // The node's blocks of this pool count, and so do its orphans of it (blocks of a CIDR
+        // removed from the pool): the node still uses their addresses, and during a CIDR
+        // migration a node with room in an old block must not drain the new CIDR.
+        let have: u128 = [&self.nodes, &self.orphans]
+            .into_iter()
+            .filter_map(|holdings| holdings.get(node).and_then(|pools| pools.get(name)))
+            .flat_map(|cidrs| cidrs.family(family).iter())
+            .fold(0u128, |sum, cidr| sum.saturating_add(pool.addrs_in(cidr)));
         let mut to_allocate = u128::from(needed).saturating_sub(have);
         while to_allocate > 0 {
             let Some(cidr) = pool.allocate(family) else {

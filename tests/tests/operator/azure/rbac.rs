@@ -1,7 +1,8 @@
 //! The custom roles of `deploy/azure/` against the emulator's RBAC: each topology works with
 //! exactly its files (every call the operator makes is covered: no 403 in the log), and a
 //! role lacking an action makes the node's `operator-status` name the action, the scope and a
-//! role that grants it.
+//! role that grants it, even when the refused call is the full resync at start (the operator
+//! keeps running and serves the nodes once the role is granted).
 
 use std::{path::Path, time::Duration};
 
@@ -130,23 +131,47 @@ fn a_missing_action_is_named_with_its_scope_and_a_role() {
 }
 
 #[test]
-fn a_role_too_small_for_the_resync_stops_the_operator_naming_the_action() {
+fn a_role_too_small_for_the_resync_is_reported_on_each_node_until_it_is_granted() {
     let azure = Azure::start(topology(true));
     azure.arm.set_roles(roles(&["common"]));
+    for (node, index) in [("n0", 0), ("n1", 1)] {
+        azure.add_node(node, &azure.vmss_instance(index), &json!({}));
+    }
     let mut op = azure.operator(&[]);
+    let action =
+        "Azure refused action Microsoft.Compute/virtualMachineScaleSets/networkInterfaces/read";
+    for node in ["n0", "n1"] {
+        wait_for(
+            &format!("{node}'s status naming the action"),
+            Duration::from_secs(30),
+            || {
+                let error = azure.cluster.operator_error(node);
+                (error.contains(action) && error.contains("deploy/azure/"))
+                    .then_some(())
+                    .ok_or(error)
+            },
+        );
+    }
     assert_eq!(
-        op.wait_exit(Duration::from_secs(30)),
-        Some(1),
-        "{}",
+        op.exited(),
+        None,
+        "the operator keeps running:\n{}",
         op.log()
     );
-    let log = op.log();
-    assert!(
-        log.contains(
-            "Azure refused action Microsoft.Compute/virtualMachineScaleSets/networkInterfaces/read"
-        ),
-        "{log}"
-    );
+    // Granted: the next resync goes through, the nodes are served and their error goes.
+    azure.arm.set_roles(roles(&["common", "vmss"]));
+    for node in ["n0", "n1"] {
+        azure.wait_pool(node, 8, Duration::from_mins(1));
+        wait_for(
+            &format!("{node}'s error cleared"),
+            Duration::from_secs(30),
+            || {
+                let error = azure.cluster.operator_error(node);
+                error.is_empty().then_some(()).ok_or(error)
+            },
+        );
+    }
+    assert_eq!(op.exited(), None, "{}", op.log());
 }
 
 #[test]

@@ -287,3 +287,34 @@ fn pools_are_independent_even_when_they_overlap() {
         expect(&[("a", &["10.0.0.0/24"]), ("b", &["10.0.0.0/24"])])
     );
 }
+
+#[test]
+fn blocks_of_a_removed_cidr_still_count_towards_the_demand() {
+    let old = spec(family(&["10.0.0.0/16"], 24), None);
+    let migrated = spec(family(&["10.1.0.0/16"], 24), None);
+    let mut p = ready_with(&[("default", old)]);
+    p.allocate_to_node("node", &[req("default", 8, 0)], &[])
+        .unwrap();
+    assert_eq!(view(&p, "node"), expect(&[("default", &["10.0.0.0/24"])]));
+    // The CIDR migration: the old CIDR leaves the pool, the node's block is an orphan.
+    assert_eq!(p.upsert_pool("default", &migrated).unwrap().len(), 1);
+    // Its 254 addresses still cover a demand of 8: nothing of the new CIDR is taken.
+    p.allocate_to_node(
+        "node",
+        &[req("default", 8, 0)],
+        &[alloc("default", &["10.0.0.0/24"])],
+    )
+    .unwrap();
+    assert_eq!(view(&p, "node"), expect(&[("default", &["10.0.0.0/24"])]));
+    // A demand beyond them takes a block of the new CIDR for the rest only.
+    p.allocate_to_node(
+        "node",
+        &[req("default", 300, 0)],
+        &[alloc("default", &["10.0.0.0/24"])],
+    )
+    .unwrap();
+    assert_eq!(
+        view(&p, "node"),
+        expect(&[("default", &["10.0.0.0/24", "10.1.0.0/24"])])
+    );
+}
