@@ -362,6 +362,11 @@ fn refuses_namespaces_and_users_that_are_not_pods(agent: &Agent, netns_a: &str) 
         std::os::unix::fs::PermissionsExt::from_mode(0o666),
     )
     .expect("chmod socket");
+    // The state directory holding the socket is root's only (0700): open it for passing through,
+    // so that the agent's own check is what answers.
+    let dir = agent.socket.parent().expect("the socket's directory");
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+        .expect("chmod state dir");
     let env = [
         ("CNI_COMMAND", "ADD"),
         ("CNI_CONTAINERID", "ctr-nobody"),

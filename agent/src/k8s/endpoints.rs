@@ -50,7 +50,8 @@ pub struct LocalEndpoint {
 /// Publishes identities and endpoints.
 pub struct EndpointPublisher {
     client: Client,
-    /// Identities this agent created that its watch may not have delivered yet.
+    /// Identities this agent created that its watch had not delivered yet when last asked
+    /// (entries leave once delivered: a later absence from the snapshot is a deletion).
     created: Mutex<BTreeMap<SecurityLabels, u32>>,
 }
 
@@ -81,6 +82,8 @@ impl EndpointPublisher {
         labels: &SecurityLabels,
         snapshot: &Snapshot,
     ) -> Result<u32, K8sError> {
+        super::store::lock(&self.created)
+            .retain(|_, id| !snapshot.identities.contains_key(&id.to_string()));
         let existing = snapshot
             .identities
             .values()
@@ -93,14 +96,26 @@ impl EndpointPublisher {
                 .annotations
                 .contains_key(HEARTBEAT_ANNOTATION)
             {
-                self.unmark(id, &identity.metadata.resource_version).await;
+                if self.unmark(id, &identity.metadata.resource_version).await {
+                    return Ok(id);
+                }
+            } else {
+                return Ok(id);
             }
-            return Ok(id);
-        }
-        if let Some(id) = super::store::lock(&self.created).get(labels) {
-            return Ok(*id);
         }
         let api = Resource::CiliumIdentity.all(&self.client);
+        let cached = super::store::lock(&self.created).get(labels).copied();
+        if let Some(id) = cached {
+            // Created here, not delivered yet, or deleted (the operator's garbage collection)
+            // since: only the API server can tell.
+            match api.get_opt(&id.to_string()).await {
+                Ok(Some(_)) => return Ok(id),
+                Ok(None) => {
+                    super::store::lock(&self.created).remove(labels);
+                }
+                Err(e) => return Err(K8sError::from_api("get", "ciliumidentities", e)),
+            }
+        }
         for _ in 0..CREATE_ATTEMPTS {
             let id = fastrand::u32(MIN_ALLOCATED..=MAX_ALLOCATED);
             if snapshot.identities.contains_key(&id.to_string()) {
@@ -125,8 +140,9 @@ impl EndpointPublisher {
     /// Removes the operator's deletion mark from identity `id`, which a pod uses again (as
     /// cilium-agent does): the change makes the operator's delete, which carries the
     /// resourceVersion it marked, fail. Best effort: a failure is logged, and the next pass
-    /// tries again while the mark is there.
-    async fn unmark(&self, id: u32, resource_version: &str) {
+    /// tries again while the mark is there. Returns false when the identity is gone (deleted
+    /// meanwhile): the caller then allocates a new one.
+    async fn unmark(&self, id: u32, resource_version: &str) -> bool {
         let patch = json!({"metadata": {
             "resourceVersion": resource_version,
             "annotations": {HEARTBEAT_ANNOTATION: null},
@@ -141,12 +157,14 @@ impl EndpointPublisher {
             .await
         {
             Ok(_) => info!(identity = id, "Identity marked for deletion; unmarked it"),
-            // Changed or gone meanwhile: the next pass sees the new state.
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => return false,
+            // Changed meanwhile: the next pass sees the new state.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(error) => {
                 warn!(identity = id, error = %chain(&error), "unmarking an identity marked for deletion failed");
             }
         }
+        true
     }
 
     /// Create or update the CiliumEndpoint of `endpoint` (identity `identity`, on the node

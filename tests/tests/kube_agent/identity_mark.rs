@@ -57,3 +57,44 @@ fn a_marked_identity_a_pod_uses_again_is_unmarked() {
         agent.log()
     );
 }
+
+#[test]
+fn an_identity_deleted_by_the_collection_is_not_handed_out_again() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let cluster = Cluster::start();
+    cluster.add_node("node-2", "", Some("10.2.0.0/24"));
+    for pod in ["a", "b"] {
+        cluster.add_pod_labelled("web", pod, "node-2", &json!({"app": "api"}));
+    }
+    let mut agent = cluster.agent("node-2", &["--ipam", "kubernetes"]);
+    agent.start();
+    let _a = add(&agent, "web", "a");
+    let id = wait_for("a's CiliumEndpoint", Duration::from_secs(20), || {
+        endpoint_identity(&cluster, "a").ok_or_else(|| "none yet".to_owned())
+    });
+    // The operator's garbage collection deletes it (as once a was gone for long enough).
+    cluster
+        .emu
+        .remove("ciliumidentities", None, &id.to_string())
+        .expect("the identity exists");
+
+    // A new pod with the same labels must get an identity that exists.
+    let _b = add(&agent, "web", "b");
+    wait_for(
+        "b's identity to exist as a CiliumIdentity",
+        Duration::from_secs(20),
+        || {
+            let b = endpoint_identity(&cluster, "b");
+            let exists = b.is_some_and(|b| {
+                cluster
+                    .emu
+                    .get("ciliumidentities", None, &b.to_string())
+                    .is_some()
+            });
+            exists
+                .then_some(())
+                .ok_or_else(|| format!("b uses {b:?}, deleted was {id}"))
+        },
+    );
+}
