@@ -29,6 +29,8 @@ struct State {
     unauthorized: Option<Refusal>,
     /// 403s by target, until that target is answered otherwise.
     denied: BTreeMap<Target, Refusal>,
+    /// Resources a side task uses (logged when denied, but not a health problem).
+    side: &'static [&'static str],
 }
 
 /// The API server's reachability as the client sees it; cheap to clone (shared).
@@ -55,6 +57,13 @@ impl ApiReach {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Resources whose 403s are logged but are no [`Self::problem`]: what a side task needs
+    /// (the identity garbage collection), which a liveness probe restarting the whole program
+    /// over would take the rest down with it, and a restart would not mend.
+    pub fn set_side_resources(&self, resources: &'static [&'static str]) {
+        self.state().side = resources;
+    }
+
     /// Why the API server cannot be used right now; `None` when its last answers were fine.
     #[must_use]
     pub fn problem(&self) -> Option<String> {
@@ -65,7 +74,12 @@ impl ApiReach {
         if let Some(refusal) = &state.unauthorized {
             return Some(refusal.to_string());
         }
-        if let Some(refusal) = state.denied.values().next() {
+        if let Some(refusal) = state
+            .denied
+            .iter()
+            .find(|(target, _)| !state.side.contains(&target.resource.as_str()))
+            .map(|(_, refusal)| refusal)
+        {
             return Some(refusal.to_string());
         }
         (!state.answered).then(|| format!("no answer yet from the API server at {}", self.url))
@@ -205,5 +219,20 @@ mod tests {
         );
         reach.answered(Some(&leases), 404);
         assert_eq!(reach.problem(), None);
+    }
+
+    #[test]
+    fn a_side_task_s_denied_resource_is_logged_but_no_problem() {
+        let reach = ApiReach::new("https://10.0.0.1:6443", "");
+        reach.set_side_resources(&["ciliumidentities"]);
+        let identities = target(&Method::DELETE, "/apis/cilium.io/v2/ciliumidentities/1234");
+        reach.answered(Some(&identities), 403);
+        assert_eq!(reach.problem(), None);
+        let leases = target(
+            &Method::GET,
+            "/apis/coordination.k8s.io/v1/namespaces/x/leases/l",
+        );
+        reach.answered(Some(&leases), 403);
+        assert!(reach.problem().is_some_and(|p| p.contains("leases")));
     }
 }

@@ -311,6 +311,9 @@ async fn operate(
         RBAC_HINT,
     )
     .await?;
+    // The identity garbage collection's permissions: missing, they stop the collection (and are
+    // logged), not the IPAM, so /healthz stays 200 and the liveness probe does not restart it.
+    reach.set_side_resources(&["ciliumidentities", "ciliumendpoints", "events"]);
 
     let cloud_refresh = CloudRefresh::default();
     serve_http(&config, &metrics, manager.as_ref(), &cloud_refresh, &reach).await?;

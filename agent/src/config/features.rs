@@ -140,11 +140,14 @@ impl Keys {
 pub enum Rule {
     /// Ignored whatever its value: why that is harmless.
     Ignored(&'static str),
-    /// Harmless at these values (what weft does anyway; booleans compared as booleans, an
-    /// empty value always passes); any other value is refused.
+    /// Harmless at these values (what weft does anyway; booleans compared as booleans; an
+    /// empty value only where listed, as it means Cilium's default); any other value is refused.
     RefusedUnless {
         /// The values weft matches.
         accepted: &'static [&'static str],
+        /// Another key and value under which this key is moot, whatever its value (the policy
+        /// keys with `enable-policy: never`).
+        moot_when: Option<(&'static str, &'static str)>,
         /// What would break if weft ran without it.
         breaks: &'static str,
         /// What to do instead.
@@ -196,8 +199,24 @@ const fn refused(
         area,
         rule: Rule::RefusedUnless {
             accepted,
+            moot_when: None,
             breaks,
             way_out,
+        },
+    }
+}
+
+/// A policy key: refused when true, unless `enable-policy` is `never` (Cilium then enforces no
+/// policy either).
+const fn policy(key: &'static str) -> Feature {
+    Feature {
+        keys: Keys::Exact(key),
+        area: Policy,
+        rule: Rule::RefusedUnless {
+            accepted: &["false"],
+            moot_when: Some(("enable-policy", "never")),
+            breaks: NO_POLICY,
+            way_out: POLICY_WAY_OUT,
         },
     }
 }
@@ -226,9 +245,9 @@ const TUNNEL_ONLY: &str = "read only with routing-mode: tunnel, which weft refus
 const MESH: &str = "cluster mesh, which weft does not join";
 const NO_POLICY: &str = "NetworkPolicy and CiliumNetworkPolicy objects are not enforced: traffic \
                          they deny flows";
-const POLICY_WAY_OUT: &str = "set enable-policy: never and enable-k8s-networkpolicy: \"false\" \
-                              (policies then stay unenforced by design), or keep Cilium on \
-                              these nodes";
+const POLICY_WAY_OUT: &str = "set enable-policy: never (policies then stay unenforced by \
+                              design; the other policy keys no longer matter), or keep Cilium \
+                              on these nodes";
 
 /// Every key of Cilium's cilium-config weft does not read, and what it does with it.
 pub const FEATURES: &[Feature] = &[
@@ -277,7 +296,7 @@ pub const FEATURES: &[Feature] = &[
     refused(
         "mtu",
         Routing,
-        &["0"],
+        &["0", ""],
         "pods would get the device's MTU instead of the one set, and packets larger than the \
          path allows are dropped",
         "remove mtu: weft takes the MTU of the node's device",
@@ -349,7 +368,7 @@ pub const FEATURES: &[Feature] = &[
     refused(
         "kube-proxy-replacement",
         Services,
-        &["false", "disabled"],
+        &["false", "disabled", "partial"],
         "Services stop working: weft has no eBPF load balancer",
         "keep kube-proxy running (iptables or nftables mode) and set kube-proxy-replacement: \
          \"false\"",
@@ -357,7 +376,13 @@ pub const FEATURES: &[Feature] = &[
     family("bpf-lb-", Services, KPR),
     ignored("kube-proxy-replacement-healthz-bind-address", Services, KPR),
     ignored("enable-node-port", Services, KPR),
-    ignored("enable-host-port", Services, KPR),
+    off(
+        "enable-host-port",
+        Services,
+        "pods' hostPort mappings would not be served: kube-proxy does not serve them and \
+         weft's CNI configuration has no portmap plugin",
+        "set enable-host-port: \"false\", or add the portmap plugin to weft's conflist",
+    ),
     ignored("enable-external-ips", Services, KPR),
     ignored("enable-session-affinity", Services, KPR),
     ignored("enable-svc-source-range-check", Services, KPR),
@@ -403,24 +428,9 @@ pub const FEATURES: &[Feature] = &[
         NO_POLICY,
         POLICY_WAY_OUT,
     ),
-    off(
-        "enable-k8s-networkpolicy",
-        Policy,
-        NO_POLICY,
-        POLICY_WAY_OUT,
-    ),
-    off(
-        "enable-cilium-network-policy",
-        Policy,
-        NO_POLICY,
-        POLICY_WAY_OUT,
-    ),
-    off(
-        "enable-cilium-clusterwide-network-policy",
-        Policy,
-        NO_POLICY,
-        POLICY_WAY_OUT,
-    ),
+    policy("enable-k8s-networkpolicy"),
+    policy("enable-cilium-network-policy"),
+    policy("enable-cilium-clusterwide-network-policy"),
     off(
         "enable-host-firewall",
         Policy,
@@ -613,7 +623,7 @@ pub const FEATURES: &[Feature] = &[
     refused(
         "cluster-id",
         ClusterMesh,
-        &["0"],
+        &["0", ""],
         "identities of this cluster would clash with those of the others in the mesh, and \
          policy in the other clusters would match the wrong pods",
         "weft does not join a cluster mesh: set cluster-id: \"0\"",
@@ -751,10 +761,14 @@ pub const FEATURES: &[Feature] = &[
         Agent,
         "weft-cni's errors go to the runtime and the agent's log",
     ),
-    ignored(
+    refused(
         "cni-chaining-mode",
         Agent,
-        "weft is the pod network itself, not a chained plugin",
+        &["none", ""],
+        "Cilium chained on another CNI plugin (the cloud's, a veth plugin, portmap), which \
+         stays the pod network; weft would replace it as the pod network",
+        "weft is the pod network itself, not a chained plugin: set cni-chaining-mode: none, or \
+         keep Cilium on these nodes",
     ),
     ignored(
         "enable-endpoint-health-checking",

@@ -122,55 +122,70 @@ pub fn feature(key: &str) -> Option<&'static Feature> {
 }
 
 /// Is `value` one of `accepted`? Booleans compare as booleans (`"False"`, `"0"`), the rest
-/// without case; an empty value means Cilium's default and passes.
+/// without case. An empty value passes only where `accepted` lists `""`: elsewhere it means
+/// Cilium's default, which is what weft refuses (`routing-mode` tunnels, `enable-policy`
+/// enforces).
 #[must_use]
 pub fn accepted(value: &str, accepted: &[&str]) -> bool {
     let value = value.trim();
-    value.is_empty()
-        || accepted.iter().any(|a| {
-            a.eq_ignore_ascii_case(value)
-                || parse_bool(a).is_some_and(|a| parse_bool(value) == Some(a))
-        })
+    accepted.iter().any(|a| {
+        a.eq_ignore_ascii_case(value)
+            || (!value.is_empty() && parse_bool(a).is_some_and(|a| parse_bool(value) == Some(a)))
+    })
 }
 
-/// The verdicts on the keys of each `(source, layer)`, in order.
+/// The verdicts on the keys of `(source, layer)`s, later layers winning as when the
+/// configuration is resolved (a CiliumNodeConfig's `routing-mode: native` overrides the file's
+/// `tunnel`); each verdict names the layer its value came from.
 #[must_use]
 pub fn review<'a>(
     layers: impl IntoIterator<Item = (&'static str, &'a BTreeMap<String, String>)>,
 ) -> Review {
-    let mut out = Review::default();
+    let mut merged: BTreeMap<&str, (&'static str, &str)> = BTreeMap::new();
     for (source, layer) in layers {
         for (key, value) in layer {
-            if keys::known(key) {
-                continue;
-            }
-            match feature(key).map(|f| f.rule) {
-                Some(Rule::Ignored(why)) => out.ignored.push(Ignored {
-                    key: key.clone(),
-                    source,
-                    why,
-                }),
-                Some(Rule::RefusedUnless {
-                    accepted: ok,
-                    breaks,
-                    way_out,
-                }) => {
-                    if !accepted(value, ok) {
-                        out.refused.push(Refusal {
-                            key: key.clone(),
-                            value: value.clone(),
-                            source,
-                            breaks,
-                            way_out,
-                        });
-                    }
+            merged.insert(key, (source, value));
+        }
+    }
+    let moot = |when: Option<(&str, &str)>| {
+        when.is_some_and(|(other, value)| {
+            merged
+                .get(other)
+                .is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case(value))
+        })
+    };
+    let mut out = Review::default();
+    for (&key, &(source, value)) in &merged {
+        if keys::known(key) {
+            continue;
+        }
+        match feature(key).map(|f| f.rule) {
+            Some(Rule::Ignored(why)) => out.ignored.push(Ignored {
+                key: key.to_owned(),
+                source,
+                why,
+            }),
+            Some(Rule::RefusedUnless {
+                accepted: ok,
+                moot_when,
+                breaks,
+                way_out,
+            }) => {
+                if !moot(moot_when) && !accepted(value, ok) {
+                    out.refused.push(Refusal {
+                        key: key.to_owned(),
+                        value: value.to_owned(),
+                        source,
+                        breaks,
+                        way_out,
+                    });
                 }
-                None => out.unknown.push(Unknown {
-                    key: key.clone(),
-                    source,
-                    closest: keys::closest(key),
-                }),
             }
+            None => out.unknown.push(Unknown {
+                key: key.to_owned(),
+                source,
+                closest: keys::closest(key),
+            }),
         }
     }
     out

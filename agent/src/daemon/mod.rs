@@ -290,8 +290,6 @@ impl Daemon {
         // A bad value stops the agent before it says it serves anything; the checks across
         // keys wait for this node's CiliumNodeConfig defaults (read with the store).
         let values = AgentConfig::resolve_values([&opts.config_file, &opts.config_flags])?;
-        crate::config::guard::review([("config file", &opts.config_file)])
-            .enforce(opts.allow_unsupported_features)?;
         let mut shutdown = std::pin::pin!(shutdown);
         let ready = Readiness::default();
         let metrics = Arc::new(Metrics::new(&opts.node_name, opts.metrics_naming));

@@ -41,8 +41,12 @@ pub(super) async fn start(
         .unwrap_or_default();
     let configs: Vec<_> = snapshot.node_configs.values().cloned().collect();
     let per_node = resolve_node_config(&configs, &labels)?;
-    crate::config::guard::review([("CiliumNodeConfig", &per_node)])
-        .enforce(opts.allow_unsupported_features)?;
+    // The feature guard judges the keys as resolved: a CiliumNodeConfig may override the file.
+    crate::config::guard::review([
+        ("config file", &opts.config_file),
+        ("CiliumNodeConfig", &per_node),
+    ])
+    .enforce(opts.allow_unsupported_features)?;
     let config = AgentConfig::resolve([&opts.config_file, &per_node, &opts.config_flags])?;
     info!(ipam = %config.ipam, default_pool = %config.default_pool, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, "configuration");
     start_operator(&store, &config, &opts.node_name)?;

@@ -76,8 +76,9 @@ pub async fn remove_not_ready_taint(
 }
 
 /// Remove the taint as [`remove_not_ready_taint`] does, retrying while the API server fails
-/// (backing off to 30 s) and giving up, with an error logged, when the agent may not patch its
-/// Node. Logs what it did; never fails.
+/// for a while (unreachable, overloaded; backing off to 30 s) and giving up, with an error
+/// logged, on anything retrying cannot mend (a refused credential or permission, a Node that
+/// is gone). Logs what it did; never fails.
 pub async fn clear(client: Client, node: String, key: String) {
     let mut wait = Duration::from_secs(1);
     loop {
@@ -90,7 +91,7 @@ pub async fn clear(client: Client, node: String, key: String) {
                 debug!(%node, taint = %key, "the Node has no agent-not-ready taint");
                 return;
             }
-            Err(error @ K8sError::Refused(_)) => {
+            Err(error) if !error.is_transient() => {
                 error!(
                     %node, taint = %key, error = %chain(&error),
                     "cannot remove the agent-not-ready taint: pods that do not tolerate it stay \

@@ -25,14 +25,18 @@ pub fn render() -> String {
                 Rule::Ignored(why) => format!("| {key} | ignored | {} |", cell(why)),
                 Rule::RefusedUnless {
                     accepted,
+                    moot_when,
                     breaks,
                     way_out,
                 } => {
-                    let values = accepted
+                    let mut values = accepted
                         .iter()
                         .map(|v| format!("`{v}`"))
                         .collect::<Vec<_>>()
                         .join(", ");
+                    if let Some((other, when)) = moot_when {
+                        let _ = write!(values, " or {other}: `{when}`");
+                    }
                     format!(
                         "| {key} | refused unless {values} | {}; {} |",
                         cell(breaks),
@@ -73,9 +77,12 @@ judges each one, from the config file and from this node's CiliumNodeConfig defa
 - **unknown**: neither weft's nor in this table; one warning lists them, a misspelt one with the
   key it is closest to.
 
-An empty value always passes (it means Cilium's default). Booleans compare as booleans
-(`\"False\"`, `\"0\"`). Cilium's chart with its default values (1.18, 1.19 and 1.20 are tested)
-is refused for three keys: `routing-mode: tunnel`, `enable-policy: default` and
+Values are judged as resolved: a node's CiliumNodeConfig `defaults` override the file, so
+weft's nodes can get `routing-mode: native` while Cilium's keep their tunnel. An empty value
+means Cilium's default, and passes only where that default is what weft does. Booleans compare
+as booleans (`\"False\"`, `\"0\"`). The policy keys are moot under `enable-policy: never`.
+Cilium's chart with its default values (1.18, 1.19 and 1.20 are tested) is refused for three
+keys: `routing-mode: tunnel`, `enable-policy: default` and
 `enable-k8s-networkpolicy: \"true\"`.
 
 ";

@@ -51,9 +51,26 @@ fn cilium_s_default_helm_config_stops_the_agent_naming_what_breaks() {
         );
     }
     assert!(
-        !log.contains("serving /healthz"),
-        "the agent said it was serving before refusing its configuration:\n{log}"
+        !log.contains("weft-agent ready"),
+        "the agent served CNI before refusing its configuration:\n{log}"
     );
+}
+
+#[test]
+fn a_ciliumnodeconfig_that_fixes_the_refused_keys_lets_the_agent_start() {
+    require_root();
+    let _node = ThreadNetNs::new();
+    let mut agent = helm_agent(&[]);
+    // As on a cluster where Cilium's nodes keep tunnel and policy, and weft's nodes get a
+    // CiliumNodeConfig.
+    agent.put_doc(
+        "ciliumnodeconfigs/kube-system/weft.yaml",
+        "apiVersion: cilium.io/v2\nkind: CiliumNodeConfig\nmetadata:\n  name: weft\n  \
+         namespace: kube-system\nspec:\n  nodeSelector: {}\n  defaults:\n    \
+         routing-mode: native\n    enable-policy: never\n",
+    );
+    agent.start();
+    assert!(!agent.log().contains("running without"), "{}", agent.log());
 }
 
 #[test]

@@ -67,9 +67,6 @@ fn a_default_helm_config_with_native_routing_and_no_policy_starts() {
             ("routing-mode", "native"),
             ("auto-direct-node-routes", "true"),
             ("enable-policy", "never"),
-            ("enable-k8s-networkpolicy", "false"),
-            ("enable-cilium-network-policy", "false"),
-            ("enable-cilium-clusterwide-network-policy", "false"),
         ] {
             config.insert(key.to_owned(), value.to_owned());
         }
@@ -125,6 +122,8 @@ fn values_weft_matches_pass_whatever_their_spelling() {
         ("cluster-id", "0"),
         ("cluster-id", ""),
         ("identity-allocation-mode", "crd"),
+        ("kube-proxy-replacement", "partial"),
+        ("cni-chaining-mode", "none"),
     ] {
         let config = layer(&[(key, value)]);
         assert_eq!(
@@ -134,6 +133,11 @@ fn values_weft_matches_pass_whatever_their_spelling() {
         );
     }
     for (key, value) in [
+        ("routing-mode", ""),
+        ("enable-policy", ""),
+        ("enable-host-port", "true"),
+        ("cni-chaining-mode", "aws-cni"),
+        ("kube-proxy-replacement", "strict"),
         ("enable-wireguard", "1"),
         ("cluster-id", "3"),
         ("identity-allocation-mode", "kvstore"),
@@ -147,6 +151,36 @@ fn values_weft_matches_pass_whatever_their_spelling() {
             "{key}: {value:?}"
         );
     }
+}
+
+#[test]
+fn a_ciliumnodeconfig_overrides_the_file_before_the_guard_judges() {
+    let file = layer(&[("routing-mode", "tunnel"), ("enable-wireguard", "true")]);
+    let node = layer(&[("routing-mode", "native")]);
+    let fixed = review([("config file", &file), ("CiliumNodeConfig", &node)]);
+    assert_eq!(refused_keys(&fixed), ["enable-wireguard"]);
+    let file = layer(&[("routing-mode", "native")]);
+    let node = layer(&[("routing-mode", "tunnel")]);
+    let broken = review([("config file", &file), ("CiliumNodeConfig", &node)]);
+    assert_eq!(broken.refused[0].source, "CiliumNodeConfig");
+}
+
+#[test]
+fn policy_keys_are_moot_when_cilium_would_enforce_no_policy_either() {
+    let config = layer(&[
+        ("enable-policy", "never"),
+        ("enable-k8s-networkpolicy", "true"),
+        ("enable-cilium-network-policy", "true"),
+    ]);
+    assert_eq!(review([("config file", &config)]).refused, []);
+    let config = layer(&[
+        ("enable-policy", "default"),
+        ("enable-k8s-networkpolicy", "true"),
+    ]);
+    assert_eq!(
+        refused_keys(&review([("config file", &config)])),
+        ["enable-k8s-networkpolicy", "enable-policy"]
+    );
 }
 
 #[test]
@@ -198,6 +232,7 @@ fn the_table_is_consistent() {
                 accepted,
                 breaks,
                 way_out,
+                ..
             } => assert!(
                 !accepted.is_empty() && !breaks.is_empty() && !way_out.is_empty(),
                 "{label}"
