@@ -129,6 +129,15 @@ async fn pool_resource(client: &Client) -> Resource {
     }
 }
 
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn signalled() {
     let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
     else {
@@ -334,12 +343,13 @@ async fn operate(
         None
     };
     metrics.leader.set(1);
-    let identity_gc = tokio::spawn(crate::identitygc::run(
+    // Aborted on every way out of the leading phase, early errors included.
+    let identity_gc = AbortOnDrop(tokio::spawn(crate::identitygc::run(
         client.clone(),
         config.identity_gc,
         metrics.identity_gc.clone(),
         stopped(stop.clone()),
-    ));
+    )));
     let lost = async {
         match leadership.as_mut() {
             Some(l) => l.lost().await,
@@ -368,7 +378,7 @@ async fn operate(
         };
         leading.cloud(provider, lost).await
     };
-    identity_gc.abort();
+    drop(identity_gc);
     metrics.leader.set(0);
     let lost_leadership = matches!(outcome, Err(RunError::LeadershipLost));
     if !lost_leadership && let Some(l) = leadership {

@@ -337,6 +337,39 @@ fn cilium_named_values_reach_cilium_s_keys() {
     assert_eq!(data["cluster-pool-ipv4-mask-size"], "26");
     assert_config_accepted(&data, "weft-config, cluster-pool from Cilium-named values");
 
+    // Dual-stack cluster-pool, logging, both metrics listeners and the identity collection.
+    let more = json!({
+        "ipam": {"mode": "cluster-pool", "operator": {
+            "clusterPoolIPv6PodCIDRList": ["fd00:10::/104"],
+            "clusterPoolIPv6MaskSize": 112,
+        }},
+        "ipv6": {"enabled": true},
+        "debug": {"enabled": true},
+        "prometheus": {"enabled": true, "port": 19962},
+        "operator": {
+            "prometheus": {"enabled": true, "port": 19963},
+            "identityGCInterval": "5m0s",
+            "identityHeartbeatTimeout": "10m0s",
+        },
+    });
+    let data = config_data(&rendered_objects(&render(&more), false));
+    for (key, value) in [
+        ("cluster-pool-ipv6-cidr", "fd00:10::/104"),
+        ("cluster-pool-ipv6-mask-size", "112"),
+        ("debug", "true"),
+        ("prometheus-serve-addr", ":19962"),
+        ("enable-metrics", "true"),
+        ("operator-prometheus-serve-addr", ":19963"),
+        ("identity-gc-interval", "5m0s"),
+        ("identity-heartbeat-timeout", "10m0s"),
+    ] {
+        assert_eq!(data.get(key).map(String::as_str), Some(value), "{key}");
+    }
+    assert_config_accepted(
+        &data,
+        "weft-config with Cilium's logging, metrics and GC values",
+    );
+
     let (_, azure) = modes()
         .into_iter()
         .find(|(mode, _)| *mode == "azure")
