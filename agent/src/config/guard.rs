@@ -4,7 +4,7 @@
 //! agent stops, naming the key, the value, what would break and the way out, unless
 //! `--allow-unsupported-features` turns refusals into warnings) or unknown (one warning listing
 //! them, a misspelt one with the key it is closest to). The verdicts come from
-//! [`super::features::FEATURES`] and [`super::keys`]; pure but for [`Review::log`].
+//! [`super::features::all`] and [`super::keys`]; pure but for [`Review::enforce`], which logs.
 
 use std::{collections::BTreeMap, fmt, fmt::Write as _};
 
@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use weft_k8s::config_values::parse_bool;
 
 use super::{
-    features::{FEATURES, Feature, Rule},
+    features::{self, Feature, Rule},
     keys,
 };
 
@@ -112,13 +112,12 @@ fn refused_text(refused: &[Refusal]) -> String {
     text
 }
 
-/// The row of [`FEATURES`] for `key`: an exact row before a family.
+/// The row of [`features::all`] for `key`: an exact row before a family.
 #[must_use]
 pub fn feature(key: &str) -> Option<&'static Feature> {
-    FEATURES
-        .iter()
+    features::all()
         .filter(|f| f.keys.covers(key))
-        .max_by_key(|f| matches!(f.keys, super::features::Keys::Exact(_)))
+        .max_by_key(|f| matches!(f.keys, features::Keys::Exact(_)))
 }
 
 /// Is `value` one of `accepted`? Booleans compare as booleans (`"False"`, `"0"`), the rest

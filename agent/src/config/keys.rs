@@ -23,12 +23,10 @@ fn known_keys() -> impl Iterator<Item = &'static str> {
 pub fn closest(key: &str) -> Option<&'static str> {
     let wanted = normalise(key);
     let allowed = (wanted.chars().count() / 5).clamp(1, 3);
-    let cilium = super::features::FEATURES
-        .iter()
-        .filter_map(|f| match f.keys {
-            super::features::Keys::Exact(k) => Some(k),
-            super::features::Keys::Prefix(_) => None,
-        });
+    let cilium = super::features::all().filter_map(|f| match f.keys {
+        super::features::Keys::Exact(k) => Some(k),
+        super::features::Keys::Prefix(_) => None,
+    });
     known_keys()
         .chain(cilium)
         .map(|known| (distance(&wanted, known), known))

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use weft_agent::config::{
     KEYS,
-    features::{Area, FEATURES, Rule},
+    features::{self, Area, Rule},
 };
 
 /// The whole page.
@@ -19,7 +19,7 @@ pub fn render() -> String {
     for area in Area::ALL {
         let _ = write!(out, "## {}\n\n{}\n\n", area.title(), area.summary());
         out.push_str("| key | weft | why, or what breaks and the way out |\n|---|---|---|\n");
-        for feature in FEATURES.iter().filter(|f| f.area == area) {
+        for feature in features::all().filter(|f| f.area == area) {
             let key = format!("`{}`", feature.keys.label());
             let row = match feature.rule {
                 Rule::Ignored(why) => format!("| {key} | ignored | {} |", cell(why)),

@@ -209,7 +209,7 @@ fn keys_are_honoured_ignored_refused_or_unknown() {
 #[test]
 fn the_table_is_consistent() {
     let mut seen = std::collections::BTreeSet::new();
-    for feature in FEATURES {
+    for feature in features::all() {
         let label = feature.keys.label();
         assert!(seen.insert(label.clone()), "{label} has two rows");
         if let Keys::Exact(key) = feature.keys {
