@@ -96,6 +96,19 @@ pub struct Rule {
     pub relabel: Relabel,
 }
 
+impl Rule {
+    /// A plain rename: Cilium's metric has weft's type, labels and label values.
+    #[must_use]
+    pub const fn same(weft: &'static str, cilium: &'static str, help: &'static str) -> Self {
+        Self {
+            weft,
+            cilium,
+            help,
+            relabel: Relabel::Same,
+        }
+    }
+}
+
 /// The registry in the text format 0.0.4, under `naming`'s names (`rules`: the program's
 /// table).
 ///

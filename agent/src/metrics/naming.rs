@@ -9,15 +9,6 @@
 use agent_common::reason;
 use weft_k8s::metrics_naming::{Labels, Relabel, Rule, label};
 
-const fn same(weft: &'static str, cilium: &'static str, help: &'static str) -> Rule {
-    Rule {
-        weft,
-        cilium,
-        help,
-        relabel: Relabel::Same,
-    }
-}
-
 /// weft name → Cilium name, type (the weft metric's) and labels.
 pub const RULES: &[Rule] = &[
     Rule {
@@ -80,32 +71,32 @@ pub const RULES: &[Rule] = &[
         help: "Endpoints this agent manages",
         relabel: Relabel::Map(no_labels),
     },
-    same(
+    Rule::same(
         "weft_process_cpu_seconds",
         "cilium_process_cpu_seconds_total",
         "User and system CPU time spent, in seconds",
     ),
-    same(
+    Rule::same(
         "weft_process_resident_memory_bytes",
         "cilium_process_resident_memory_bytes",
         "Resident memory size, in bytes",
     ),
-    same(
+    Rule::same(
         "weft_process_virtual_memory_bytes",
         "cilium_process_virtual_memory_bytes",
         "Virtual memory size, in bytes",
     ),
-    same(
+    Rule::same(
         "weft_process_open_fds",
         "cilium_process_open_fds",
         "Open file descriptors",
     ),
-    same(
+    Rule::same(
         "weft_process_max_fds",
         "cilium_process_max_fds",
         "Maximum number of open file descriptors",
     ),
-    same(
+    Rule::same(
         "weft_process_start_time_seconds",
         "cilium_process_start_time_seconds",
         "Start time of the process since the Unix epoch, in seconds",

@@ -7,120 +7,111 @@
 //! blocks per pool, the CiliumNode writes, the lease, the Kubernetes API durations and the Azure
 //! retries (Cilium has no metric of that meaning).
 
-use weft_k8s::metrics_naming::{Relabel, Rule};
-
-const fn same(weft: &'static str, cilium: &'static str, help: &'static str) -> Rule {
-    Rule {
-        weft,
-        cilium,
-        help,
-        relabel: Relabel::Same,
-    }
-}
+use weft_k8s::metrics_naming::Rule;
 
 /// weft name → Cilium name (labels and type unchanged).
 pub const RULES: &[Rule] = &[
-    same(
+    Rule::same(
         "weft_operator_identity_gc_entries",
         "cilium_operator_identity_gc_entries",
         "CiliumIdentities kept (alive) and deleted by the last collection",
     ),
-    same(
+    Rule::same(
         "weft_operator_identity_gc_runs",
         "cilium_operator_identity_gc_runs",
         "Identity collections so far, by outcome",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_nodes",
         "cilium_operator_ipam_nodes",
         "Number of nodes by category { total | in-deficit | at-capacity }",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_available_ips",
         "cilium_operator_ipam_available_ips",
         "Addresses a node can hold (its capacity)",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_used_ips",
         "cilium_operator_ipam_used_ips",
         "Addresses a node reports in use",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_needed_ips",
         "cilium_operator_ipam_needed_ips",
         "Addresses a node needs beyond what it holds",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_resync",
         "cilium_operator_ipam_resync_total",
         "Passes of the node manager over every node",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_ip_allocation_ops",
         "cilium_operator_ipam_ip_allocation_ops",
         "Addresses allocated, per subnet",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_ip_release_ops",
         "cilium_operator_ipam_ip_release_ops",
         "Addresses released, per subnet",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_allocation_duration_seconds",
         "cilium_operator_ipam_allocation_duration_seconds",
         "Duration of address allocations, by type, status and subnet",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_release_duration_seconds",
         "cilium_operator_ipam_release_duration_seconds",
         "Duration of address releases, by type, status and subnet",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_background_sync_duration_seconds",
         "cilium_operator_ipam_background_sync_duration_seconds",
         "Duration of the full resync of the cloud's instances",
     ),
-    same(
+    Rule::same(
         "weft_operator_ipam_available_ips_per_subnet",
         "cilium_operator_ipam_available_ips_per_subnet",
         "Free addresses per subnet",
     ),
-    same(
+    Rule::same(
         "weft_operator_azure_api_duration_seconds",
         "cilium_operator_azure_api_duration_seconds",
         "Duration of Azure API calls, by operation and outcome",
     ),
-    same(
+    Rule::same(
         "weft_operator_azure_api_rate_limit_duration_seconds",
         "cilium_operator_azure_api_rate_limit_duration_seconds",
         "Time Azure API calls waited on the client-side rate limit, by operation",
     ),
-    same(
+    Rule::same(
         "weft_operator_process_cpu_seconds",
         "cilium_operator_process_cpu_seconds_total",
         "User and system CPU time spent, in seconds",
     ),
-    same(
+    Rule::same(
         "weft_operator_process_resident_memory_bytes",
         "cilium_operator_process_resident_memory_bytes",
         "Resident memory size, in bytes",
     ),
-    same(
+    Rule::same(
         "weft_operator_process_virtual_memory_bytes",
         "cilium_operator_process_virtual_memory_bytes",
         "Virtual memory size, in bytes",
     ),
-    same(
+    Rule::same(
         "weft_operator_process_open_fds",
         "cilium_operator_process_open_fds",
         "Open file descriptors",
     ),
-    same(
+    Rule::same(
         "weft_operator_process_max_fds",
         "cilium_operator_process_max_fds",
         "Maximum number of open file descriptors",
     ),
-    same(
+    Rule::same(
         "weft_operator_process_start_time_seconds",
         "cilium_operator_process_start_time_seconds",
         "Start time of the process since the Unix epoch, in seconds",
