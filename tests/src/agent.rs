@@ -282,6 +282,27 @@ impl Agent {
         std::fs::read_to_string(self.base.join("agent.log")).unwrap_or_default()
     }
 
+    /// Wait until the log has a line containing `message` (a line written after an API call
+    /// answered may trail what the test already sees in the store); panics with the log.
+    pub fn wait_log(&mut self, message: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().contains(message) {
+                return;
+            }
+            assert!(
+                self.running(),
+                "weft-agent exited before logging {message:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "weft-agent did not log {message:?} in {timeout:?}:\n{}",
+            self.log()
+        );
+    }
+
     /// The network configuration a runtime would pass.
     #[must_use]
     pub fn netconf(&self, version: &str) -> String {

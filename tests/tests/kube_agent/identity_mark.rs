@@ -51,11 +51,7 @@ fn a_marked_identity_a_pod_uses_again_is_unmarked() {
             .then_some(())
             .ok_or_else(|| format!("b uses {b:?}; identity {now}"))
     });
-    assert!(
-        agent.log().contains("unmarked it"),
-        "the agent says so:\n{}",
-        agent.log()
-    );
+    agent.wait_log("unmarked it", Duration::from_secs(10));
 }
 
 #[test]
