@@ -50,7 +50,8 @@ pub fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
-/// A Go duration: `15s`, `500ms`, `1m`, `1h`, `1m30s`, `0`.
+/// A Go duration: `15s`, `500ms`, `1m`, `1h`, `1m30s`, `0`. `None` for anything else,
+/// including a sum too large for a [`Duration`] (the caller names the key and value).
 #[must_use]
 pub fn parse_duration(v: &str) -> Option<Duration> {
     if v == "0" {
@@ -79,7 +80,7 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
             "h" => 3600.0,
             _ => return None,
         };
-        total += Duration::try_from_secs_f64(number * scale).ok()?;
+        total = total.checked_add(Duration::try_from_secs_f64(number * scale).ok()?)?;
         rest = &rest[unit_len..];
     }
     Some(total)
@@ -97,6 +98,15 @@ mod tests {
         assert_eq!(parse_duration(""), None);
         assert_eq!(parse_bool("FALSE"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn overflowing_sum_is_refused_not_a_panic() {
+        assert_eq!(
+            parse_duration("10000000000000000000s10000000000000000000s"),
+            None
+        );
+        assert_eq!(parse_duration("1e30s"), None);
     }
 
     #[test]
