@@ -50,8 +50,12 @@ pub fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
+/// The longest duration Go accepts (an `int64` of nanoseconds, about 292 years); longer
+/// values are refused, which also keeps every timer built from a key free of overflow.
+pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX.unsigned_abs());
+
 /// A Go duration: `15s`, `500ms`, `1m`, `1h`, `1m30s`, `0`. `None` for anything else,
-/// including a sum too large for a [`Duration`] (the caller names the key and value).
+/// including one longer than [`MAX_DURATION`] (the caller names the key and value).
 #[must_use]
 pub fn parse_duration(v: &str) -> Option<Duration> {
     if v == "0" {
@@ -83,7 +87,7 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
         total = total.checked_add(Duration::try_from_secs_f64(number * scale).ok()?)?;
         rest = &rest[unit_len..];
     }
-    Some(total)
+    (total <= MAX_DURATION).then_some(total)
 }
 
 #[cfg(test)]
@@ -107,6 +111,11 @@ mod tests {
             None
         );
         assert_eq!(parse_duration("1e30s"), None);
+        assert_eq!(
+            parse_duration("2562047h"),
+            Some(Duration::from_hours(2_562_047))
+        );
+        assert_eq!(parse_duration("2562048h"), None);
     }
 
     #[test]
