@@ -102,9 +102,22 @@ pub(crate) fn the_operator_and_the_agent_never_take_each_others_part_of_spec_ipa
         assert_eq!(allocated_in(&path), one, "the agent's release went through");
 
         // The operator reads it, takes the block back and has nothing to add: no more writes.
-        tokio::time::sleep(Duration::from_millis(500)).await;
         let settled = renames.count();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let released = wait_snapshot(&mut rx, "the release", |s| {
+            s.own_node().is_some_and(|n| {
+                n.ipam_spec()
+                    .pools()
+                    .allocated
+                    .first()
+                    .is_some_and(|a| a.cidrs.len() == 1)
+            })
+        })
+        .await;
+        let mut operated = store.operated();
+        tokio::time::timeout(PATIENCE, operated.wait_for(|r| *r >= released.revision))
+            .await
+            .unwrap_or_else(|_| panic!("the operator did not act on the release in {PATIENCE:?}"))
+            .unwrap_or_else(|_| panic!("the store stopped"));
         assert_eq!(
             renames.count(),
             settled,
