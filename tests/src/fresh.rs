@@ -104,7 +104,7 @@ mod tests {
             dir.display()
         );
         std::fs::write(dir.join("prog.d"), listed).expect("write");
-        let past = SystemTime::now() - std::time::Duration::from_secs(60);
+        let past = SystemTime::now() - std::time::Duration::from_mins(1);
         std::fs::File::options()
             .write(true)
             .open(&binary)
@@ -113,7 +113,7 @@ mod tests {
         std::fs::File::options()
             .write(true)
             .open(&other)
-            .and_then(|f| f.set_modified(past - std::time::Duration::from_secs(60)))
+            .and_then(|f| f.set_modified(past - std::time::Duration::from_mins(1)))
             .expect("set mtime");
         assert_eq!(newer_sources(&binary), [source]);
         assert!(newer_sources(&dir.join("missing")).is_empty());

@@ -508,11 +508,11 @@ fn operate(inner: &Inner) {
         return;
     };
     drop(slot);
-    let mut wrote = false;
+    let mut written = false;
     if super::writeback::apply_operator(&mut doc, &write) {
         match docs::write_atomic(&path, &doc) {
             Ok(()) => {
-                wrote = true;
+                written = true;
                 info!(path = %path.display(), "in-process allocator wrote CiliumNode");
             }
             Err(error) => {
@@ -520,7 +520,7 @@ fn operate(inner: &Inner) {
             }
         }
     }
-    operated(inner, snapshot.revision, wrote, &read_ipam);
+    operated(inner, snapshot.revision, written, &read_ipam);
 }
 
 /// The in-process operator acted on read `revision`, in which the own node's `spec.ipam` was
