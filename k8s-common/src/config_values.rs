@@ -50,7 +50,12 @@ pub fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
-/// A Go duration: `15s`, `500ms`, `1m`, `1h`, `1m30s`, `0`.
+/// The longest duration Go accepts (an `int64` of nanoseconds, about 292 years); longer
+/// values are refused, which also keeps every timer built from a key free of overflow.
+pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX.unsigned_abs());
+
+/// A Go duration: `15s`, `500ms`, `1m`, `1h`, `1m30s`, `0`. `None` for anything else,
+/// including one longer than [`MAX_DURATION`] (the caller names the key and value).
 #[must_use]
 pub fn parse_duration(v: &str) -> Option<Duration> {
     if v == "0" {
@@ -79,10 +84,10 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
             "h" => 3600.0,
             _ => return None,
         };
-        total += Duration::try_from_secs_f64(number * scale).ok()?;
+        total = total.checked_add(Duration::try_from_secs_f64(number * scale).ok()?)?;
         rest = &rest[unit_len..];
     }
-    Some(total)
+    (total <= MAX_DURATION).then_some(total)
 }
 
 #[cfg(test)]
@@ -97,6 +102,20 @@ mod tests {
         assert_eq!(parse_duration(""), None);
         assert_eq!(parse_bool("FALSE"), Some(false));
         assert_eq!(parse_bool("maybe"), None);
+    }
+
+    #[test]
+    fn overflowing_sum_is_refused_not_a_panic() {
+        assert_eq!(
+            parse_duration("10000000000000000000s10000000000000000000s"),
+            None
+        );
+        assert_eq!(parse_duration("1e30s"), None);
+        assert_eq!(
+            parse_duration("2562047h"),
+            Some(Duration::from_hours(2_562_047))
+        );
+        assert_eq!(parse_duration("2562048h"), None);
     }
 
     #[test]

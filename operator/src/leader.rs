@@ -287,7 +287,28 @@ impl Leadership {
     }
 }
 
-/// client-go's `wait.Jitter(d, 1.2)`: between d and 2.2 d.
+/// client-go's `wait.Jitter(d, 1.2)`: between d and 2.2 d, saturating at [`Duration::MAX`]
+/// (validation bounds the periods; a timer must not panic when that is bypassed).
 fn jitter(d: Duration) -> Duration {
-    d + d.mul_f64(1.2 * fastrand::f64())
+    let extra = Duration::try_from_secs_f64(d.as_secs_f64() * 1.2 * fastrand::f64())
+        .unwrap_or(Duration::MAX);
+    d.saturating_add(extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_between_d_and_2_2_d_and_saturates() {
+        for _ in 0..100 {
+            let d = jitter(Duration::from_secs(2));
+            assert!(
+                d >= Duration::from_secs(2) && d <= Duration::from_millis(4400),
+                "{d:?}"
+            );
+        }
+        assert_eq!(jitter(Duration::MAX), Duration::MAX);
+        assert!(jitter(Duration::MAX / 2) >= Duration::MAX / 2);
+    }
 }

@@ -17,8 +17,10 @@ pub mod cluster;
 pub mod containerd;
 pub mod crds;
 pub mod docs;
+pub mod emulator;
 pub mod external;
 pub mod frames;
+pub mod fresh;
 pub mod kube;
 pub mod kube_proxy;
 pub mod operator;
@@ -333,22 +335,27 @@ impl Drop for Node {
     }
 }
 
-/// Path of a workspace binary (`weft-agent`, `weft-cni`) built next to the test executable.
+/// Path of a workspace binary (`weft-agent`, `weft-cni`) built next to the test executable;
+/// panics when it is missing or older than its sources ([`fresh`]), naming the build command.
 #[must_use]
 pub fn bin_path(name: &str) -> PathBuf {
     // Test executables live in target/<profile>/deps, benchmark binaries in target/<profile>.
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    exe.ancestors()
+    let path = exe
+        .ancestors()
         .skip(1)
         .take(2)
         .map(|dir| dir.join(name))
         .find(|p| p.exists())
         .unwrap_or_else(|| {
             panic!(
-                "{name} is not built next to {}: run `cargo build -p weft-agent` (cargo xtask test does)",
-                exe.display()
+                "{name} is not built next to {}: run `{}` (cargo xtask test does)",
+                exe.display(),
+                fresh::BUILD_COMMAND
             )
-        })
+        });
+    fresh::refuse_stale(&path);
+    path
 }
 
 /// An error and its whole source chain on one line.

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use super::{
-    Resource,
+    FieldError, Resource,
     resources::{decode, to_json},
     store::Watch,
 };
@@ -142,7 +142,7 @@ fn clear(snapshot: &mut Snapshot, watch: Watch, node_name: &str) {
 pub(super) struct Received {
     name: String,
     namespace: String,
-    object: Result<Object, String>,
+    object: Result<Object, FieldError>,
     /// The document itself, kept only where it is needed: every version of the own CiliumNode
     /// (write bases) and a CiliumNode that does not decode (its Event).
     raw: Option<Value>,
@@ -180,9 +180,7 @@ fn receive(watch: Watch, doc: &Value) -> Received {
             .map(|cep| Object::Endpoint(Arc::new(EndpointSummary::from(&cep)))),
         Resource::CiliumIdentity => decode(doc).map(Object::Identity),
         Resource::Node | Resource::Event => Ok(Object::Unwatched),
-    }
-    // The report the snapshot keeps and the Event says: the field's path and what is wrong.
-    .map_err(|e| chain(&e));
+    };
     let keep_raw =
         watch == Watch::OwnNode || (watch.resource() == Resource::CiliumNode && object.is_err());
     Received {
@@ -277,7 +275,10 @@ fn install(
             snapshot.problems.remove(&PathBuf::from(&key));
             debug!(object = %key, "updated");
         }
-        Err(reason) => {
+        Err(error) => {
+            // The report the snapshot keeps and the Event says: the field's path and what is
+            // wrong.
+            let reason = chain(&error);
             warn!(object = %key, %reason, "object does not decode; keeping its last good version and never rewriting the field");
             snapshot
                 .problems

@@ -23,6 +23,9 @@ pub struct WriteStats {
     pub conflicts: AtomicU64,
     /// Writes that failed otherwise (and stay queued).
     pub failures: AtomicU64,
+    /// Write-backs that would have left the document as it was, so nothing was written
+    /// (embedded store).
+    pub unchanged: AtomicU64,
     /// Unix time in milliseconds of the last successful write; 0: none yet.
     pub last_write_ms: AtomicU64,
 }

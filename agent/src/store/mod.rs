@@ -211,12 +211,13 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// A document does not parse; it is reported and never overwritten.
-    #[error("{path}: {reason}; fix the document (weft will not overwrite it)")]
+    #[error("{path}: fix the document, weft will not overwrite it: {source}")]
     Parse {
         /// The document.
         path: PathBuf,
         /// What is wrong, with the offending field's path.
-        reason: String,
+        #[source]
+        source: ParseError,
     },
     /// The own CiliumNode document does not exist yet.
     #[error("CiliumNode {name} is not in the store ({path}); create it")]
@@ -243,6 +244,35 @@ pub enum StoreError {
         /// The inotify error.
         #[source]
         source: std::io::Error,
+    },
+}
+
+/// Why a store document does not parse (its text is the whole reason, so a chain of
+/// [`StoreError::Parse`] does not repeat it).
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The text is not valid JSON (a `.json` document).
+    #[error("{source}")]
+    Json {
+        /// The parser's error, with line and column.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The text is not valid YAML.
+    #[error("{source}")]
+    Yaml {
+        /// The parser's error, with line and column.
+        #[source]
+        source: serde_norway::Error,
+    },
+    /// The document parses but a field does not match its type.
+    #[error("field `{field}`: {source}")]
+    Field {
+        /// The offending field's path (`spec.ipam.pools.allocated[0].cidrs[0]`).
+        field: String,
+        /// What is wrong with it.
+        #[source]
+        source: serde_json::Error,
     },
 }
 

@@ -9,6 +9,9 @@ use crate::cli::Cli;
 /// The default Instance Metadata Service address.
 pub const DEFAULT_IMDS_ENDPOINT: &str = "http://169.254.169.254";
 
+/// The smallest `limit-ipam-api-qps` accepted: one request per 1000 s.
+pub const MIN_API_QPS: f64 = 0.001;
+
 /// Settings of Azure IPAM.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AzureConfig {
@@ -43,11 +46,11 @@ impl AzureConfig {
         let text = |key: &'static str, flag: Option<&str>| l.get(key, flag).unwrap_or_default();
         let api_qps: f64 =
             l.number("limit-ipam-api-qps", cli.limit_ipam_api_qps.as_deref(), 4.0)?;
-        if !(api_qps.is_finite() && api_qps > 0.0) {
+        if !(api_qps.is_finite() && api_qps >= MIN_API_QPS) {
             return Err(ConfigError::Invalid {
                 key: "limit-ipam-api-qps",
                 value: api_qps.to_string(),
-                expected: "a positive number of requests per second",
+                expected: "a number of requests per second of at least 0.001 (one per 1000 s)",
             });
         }
         let api_burst: u32 = l.number(

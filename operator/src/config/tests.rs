@@ -185,3 +185,29 @@ fn an_auto_created_pool_the_allocator_would_refuse_stops_the_operator() {
     )
     .expect_err("the bad entry of the ConfigMap");
 }
+
+#[test]
+fn rates_and_periods_below_or_above_their_bounds_are_refused() {
+    for (args, want) in [
+        (
+            vec!["--limit-ipam-api-qps", "1e-20"],
+            "limit-ipam-api-qps: \"0.00000000000000000001\" is not a number of requests per second \
+             of at least 0.001",
+        ),
+        (
+            vec!["--nodes-gc-interval", "2562048h"],
+            "nodes-gc-interval: \"2562048h\" is not a duration",
+        ),
+        (
+            vec![
+                "--leader-election-retry-period",
+                "10000000000000000000s10000000000000000000s",
+            ],
+            "leader-election-retry-period: \"10000000000000000000s10000000000000000000s\" is not a \
+             duration",
+        ),
+    ] {
+        let err = resolve(&args, &[]).expect_err("refused").to_string();
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -403,12 +403,14 @@ impl<M: Nodes> Loop<M> {
             Source::Pods => {}
         }
         if !m.restored() && self.pools.synced && self.cilium_nodes.synced {
+            let restored = m.restore_finished();
             info!(
                 nodes = m.node_names().len(),
+                writes = restored.len(),
                 "every CiliumNode listed; existing allocations restored"
             );
             self.metrics.resync.inc();
-            out.extend(m.restore_finished());
+            out.extend(restored);
         }
         out
     }

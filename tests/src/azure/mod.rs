@@ -37,15 +37,12 @@ mod server;
 mod vmss;
 
 use std::{
-    io,
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::{Ipv4Addr, SocketAddr},
     sync::{Arc, Mutex},
-    thread::JoinHandle,
     time::Duration,
 };
 
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 pub use self::{
     error::{ArmError, IP_CONFIGS_PER_NIC, TOO_MANY_IP_CONFIGS},
@@ -72,21 +69,12 @@ pub enum StartError {
     /// The scenario is inconsistent (unknown subnet, full subnet, duplicate names, bad role).
     #[error("invalid scenario: {0}")]
     Scenario(String),
-    /// The listen address could not be bound.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address asked for.
-        addr: SocketAddr,
+    /// The server could not start (address, socket, runtime or thread).
+    #[error("cannot start the server")]
+    Server {
         /// Why.
         #[source]
-        source: io::Error,
-    },
-    /// The bound socket, runtime or thread could not be set up.
-    #[error("cannot set up the server")]
-    Setup {
-        /// Why.
-        #[source]
-        source: io::Error,
+        source: crate::emulator::StartError,
     },
 }
 
@@ -128,16 +116,8 @@ impl ArmEmulatorBuilder {
         let s = &self.scenario;
         let model = Model::new(s).map_err(|e| StartError::Scenario(e.message))?;
         let roles = s.load_roles().map_err(StartError::Scenario)?;
-        let addr = self.listen;
-        let listener = std::net::TcpListener::bind(addr)
-            .map_err(|source| StartError::Bind { addr, source })?;
-        let setup = |source| StartError::Setup { source };
-        let bound = listener.local_addr().map_err(setup)?;
-        listener.set_nonblocking(true).map_err(setup)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(setup)?;
+        let server = |source| StartError::Server { source };
+        let listener = crate::emulator::bind(self.listen).map_err(server)?;
         let shared = Arc::new(Shared {
             roles: Mutex::new(Assignments {
                 enforced: !roles.is_empty(),
@@ -153,26 +133,18 @@ impl ArmEmulatorBuilder {
             log: RequestLog::default(),
             environment: s.az_environment.clone(),
             log_stderr: self.log_stderr,
-            addr: bound,
+            addr: listener.addr(),
         });
-        let (stop, stopped) = oneshot::channel();
         let server_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("arm-emulator".to_owned())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .unwrap_or_else(|e| panic!("arm emulator: listener: {e}"));
-                    server::serve(listener, server_shared, stopped).await;
-                });
+        let server = listener
+            .serve("arm-emulator", move |req| {
+                server::handle(Arc::clone(&server_shared), req)
             })
-            .map_err(setup)?;
+            .map_err(server)?;
         Ok(ArmEmulator {
             shared,
             scenario: self.scenario,
-            addr: bound,
-            stop: Some(stop),
-            thread: Some(thread),
+            server,
         })
     }
 }
@@ -182,9 +154,7 @@ impl ArmEmulatorBuilder {
 pub struct ArmEmulator {
     shared: Arc<Shared>,
     scenario: Scenario,
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    server: crate::emulator::Server,
 }
 
 impl ArmEmulator {
@@ -205,20 +175,16 @@ impl ArmEmulator {
     }
 
     /// `http://<address>:<port>`: the ARM endpoint, the IMDS endpoint and the AAD authority
-    /// host all at once (loopback when it listens on every address).
+    /// host all at once (loopback of the family when it listens on every address).
     #[must_use]
     pub fn url(&self) -> String {
-        let ip = match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            ip => ip,
-        };
-        format!("http://{}", SocketAddr::new(ip, self.addr.port()))
+        self.server.url()
     }
 
     /// The address it listens on.
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The scenario it started from.
@@ -570,16 +536,5 @@ fn set_ip_config_count(m: &mut Model, nic_id: &str, total: usize) -> Result<(), 
         grow(configs, &subnet);
         let name = nic["name"].as_str().unwrap_or("").to_owned();
         nics::put_nic(m, &name, body, "Succeeded", &mut Vec::new()).map(|_| ())
-    }
-}
-
-impl Drop for ArmEmulator {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }

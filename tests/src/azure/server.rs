@@ -1,5 +1,5 @@
-//! The HTTP side: an HTTP/1.1 server (hyper) on one listener for ARM, IMDS and AAD. Each
-//! request is routed, given its injected fault or latency, handed to IMDS/AAD (`identity.rs`)
+//! The HTTP side: the handler the shared scaffold ([`crate::emulator`]) serves on one listener
+//! for ARM, IMDS and AAD. Each request is routed, given its injected fault or latency, handed to IMDS/AAD (`identity.rs`)
 //! or to the ARM handlers (`arm.rs`), and logged (and printed to stderr when asked).
 
 use std::{
@@ -12,10 +12,8 @@ use std::{
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
-use hyper::{Request, Response, body::Incoming, header, server::conn::http1, service::service_fn};
-use hyper_util::rt::TokioIo;
+use hyper::{Request, Response, body::Incoming, header};
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, sync::oneshot};
 
 use super::{
     arm,
@@ -144,31 +142,8 @@ pub struct Outcome {
     pub client_id: Option<String>,
 }
 
-/// Accept connections until `shutdown` fires.
-pub async fn serve(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: oneshot::Receiver<()>,
-) {
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => continue,
-            },
-            _ = &mut shutdown => return,
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handle(Arc::clone(&shared), req));
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-async fn handle(
+/// Answer one request (the scaffold, [`crate::emulator`], serves the connections).
+pub(super) async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {

@@ -5,12 +5,14 @@
 //! request to stderr, and serves until SIGTERM or SIGINT, when it stops and exits 0. The estate
 //! lives in memory: every start is the scenario as written.
 
-use std::{io::Write as _, net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Context as _;
 use clap::Parser;
-use tokio::signal::unix::{SignalKind, signal};
-use weft_tests::azure::{ArmEmulator, Scenario};
+use weft_tests::{
+    azure::{ArmEmulator, Scenario},
+    emulator::program::{self, Program},
+};
 
 /// Serve the ARM + IMDS + AAD emulator until SIGTERM or SIGINT.
 #[derive(Debug, Parser)]
@@ -28,35 +30,18 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("building the tokio runtime")?
-        .block_on(run(args))
+    program::run(run(Args::parse()))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    // Installed before the URL line: a SIGTERM sent as soon as it is read must be caught.
-    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let program = Program::new("arm-emulator")?;
     let scenario = Scenario::from_file(&args.scenario).map_err(anyhow::Error::msg)?;
     let mut builder = ArmEmulator::builder(scenario).listen(args.listen);
     if !args.quiet {
         builder = builder.log_requests();
     }
     let emulator = builder.try_start().context("starting the emulator")?;
-    {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{}", emulator.url())
-            .and_then(|()| stdout.flush())
-            .context("writing the URL to stdout")?;
-    }
-    let received = tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-    };
-    eprintln!("arm-emulator: {received}: stopping");
-    drop(emulator);
+    program.announce(&emulator.url())?;
+    program.serve_until_stopped(emulator).await;
     Ok(())
 }

@@ -8,16 +8,14 @@
 //! let in unless `--require-token` is given: kubectl (client-go) sends a kubeconfig's token
 //! only over TLS, and the emulator speaks plain HTTP, so kubectl always comes anonymously.
 
-use std::{
-    io::Write as _,
-    net::SocketAddr,
-    path::{Path, PathBuf},
-};
+use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Context as _;
 use clap::{Parser, builder::NonEmptyStringValueParser};
-use tokio::signal::unix::{SignalKind, signal};
-use weft_tests::kube::Emulator;
+use weft_tests::{
+    emulator::program::{self, Program, write_atomically},
+    kube::Emulator,
+};
 
 /// Serve the Kubernetes API emulator until SIGTERM or SIGINT.
 #[derive(Debug, Parser)]
@@ -40,18 +38,11 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("building the tokio runtime")?
-        .block_on(run(args))
+    program::run(run(Args::parse()))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    // Installed before the address line: a SIGTERM sent as soon as it is read must be caught.
-    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let program = Program::new("kube-emulator")?;
     let mut builder = Emulator::builder().listen(args.listen);
     if let Some(token) = &args.token {
         builder = builder.token(Some(token));
@@ -63,30 +54,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.kubeconfig_out {
         write_atomically(path, &emulator.kubeconfig(&emulator.url()))?;
     }
-    {
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "listening on {}", emulator.addr())
-            .and_then(|()| stdout.flush())
-            .context("writing the address to stdout")?;
-    }
-    let received = tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-    };
-    eprintln!("kube-emulator: {received}: stopping");
-    drop(emulator);
+    program.announce(&format!("listening on {}", emulator.addr()))?;
+    program.serve_until_stopped(emulator).await;
     Ok(())
-}
-
-/// Write `text` to `path` through a temporary file beside it, so a reader never sees half.
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut name = path
-        .file_name()
-        .with_context(|| format!("{} names no file", path.display()))?
-        .to_owned();
-    name.push(".tmp");
-    let temporary = path.with_file_name(name);
-    std::fs::write(&temporary, text).with_context(|| format!("writing {}", temporary.display()))?;
-    std::fs::rename(&temporary, path)
-        .with_context(|| format!("renaming {} to {}", temporary.display(), path.display()))
 }

@@ -1,59 +1,20 @@
 //! Starting an emulator: [`EmulatorBuilder`] holds the settings (served types, history,
 //! bookmark interval, token, listen address), binds the socket, seeds the namespaces every
-//! cluster has, and runs the server on a thread and tokio runtime of its own. Start-up failures
-//! are a [`StartError`]; nothing here serves a request.
+//! cluster has, and runs the server on the shared scaffold ([`crate::emulator`]). Start-up
+//! failures are a [`StartError`]; nothing here serves a request.
 
 use std::{
-    io,
     net::{Ipv4Addr, SocketAddr},
     sync::{Arc, Mutex, atomic::AtomicU64},
     time::Duration,
 };
 
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use super::{
-    Emulator, Shared, faults::lock, pages::Pages, resources, resources::ResourceDef, server,
-    store::Store,
+    Emulator, Shared, StartError, faults::lock, pages::Pages, resources, resources::ResourceDef,
+    server, store::Store,
 };
-
-/// Why an emulator could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The listen address could not be bound (in use, not local, not permitted).
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The bound socket could not be set up for the server (address, non-blocking mode).
-    #[error("cannot set up the socket bound to {addr}")]
-    Socket {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The server's tokio runtime could not be built.
-    #[error("cannot build the server's tokio runtime")]
-    Runtime {
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The server's thread could not be spawned.
-    #[error("cannot spawn the server's thread")]
-    Thread {
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-}
 
 /// Settings for an [`Emulator`] before it starts.
 #[derive(Debug)]
@@ -149,35 +110,13 @@ impl EmulatorBuilder {
     /// # Errors
     /// The address cannot be bound, or the runtime or thread cannot be created.
     pub fn try_start(self) -> Result<Emulator, StartError> {
-        let addr = self.listen;
-        let listener = std::net::TcpListener::bind(addr)
-            .map_err(|source| StartError::Bind { addr, source })?;
-        let socket = |source| StartError::Socket { addr, source };
-        let bound = listener.local_addr().map_err(socket)?;
-        listener.set_nonblocking(true).map_err(socket)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| StartError::Runtime { source })?;
+        let bound = crate::emulator::bind(self.listen)?;
         let shared = self.shared();
-        let (stop, stopped) = oneshot::channel();
         let server_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("kube-emulator".to_owned())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .unwrap_or_else(|e| panic!("emulator: listener: {e}"));
-                    server::serve(listener, server_shared, stopped).await;
-                });
-            })
-            .map_err(|source| StartError::Thread { source })?;
-        Ok(Emulator {
-            shared,
-            addr: bound,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let server = bound.serve("kube-emulator", move |req| {
+            server::handle(Arc::clone(&server_shared), req)
+        })?;
+        Ok(Emulator { shared, server })
     }
 
     /// The state the server and the handle share, with the namespaces every cluster has.

@@ -57,21 +57,21 @@ mod verbs;
 mod watch;
 
 use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    net::SocketAddr,
     path::Path,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    thread::JoinHandle,
     time::Duration,
 };
 
 use serde_json::Value;
-use tokio::sync::oneshot;
+
+pub use crate::emulator::StartError;
 
 pub use self::{
-    builder::{EmulatorBuilder, StartError},
+    builder::EmulatorBuilder,
     faults::{Answer, Faults, RequestKey, Requests, Verb},
     resources::{CreateStatus, ResourceDef},
     status::ApiError,
@@ -109,9 +109,7 @@ impl Shared {
 #[derive(Debug)]
 pub struct Emulator {
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    server: crate::emulator::Server,
 }
 
 impl Emulator {
@@ -131,24 +129,19 @@ impl Emulator {
     /// every address (`http://127.0.0.1:<port>` by default).
     #[must_use]
     pub fn url(&self) -> String {
-        let ip = match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-            ip => ip,
-        };
-        format!("http://{}", SocketAddr::new(ip, self.addr.port()))
+        self.server.url()
     }
 
     /// The address it listens on (as bound: a port 0 asked for is the port chosen).
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// The port it listens on.
     #[must_use]
     pub fn port(&self) -> u16 {
-        self.addr.port()
+        self.server.addr().port()
     }
 
     /// The bearer token requests must carry, if any.
@@ -275,16 +268,5 @@ impl Emulator {
     #[must_use]
     pub fn requests(&self) -> &Requests {
         &self.shared.requests
-    }
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }

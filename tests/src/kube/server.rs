@@ -1,4 +1,4 @@
-//! The HTTP side: an HTTP/1.1 server (hyper) that checks the bearer token (letting requests
+//! The HTTP side: the request handler the shared scaffold ([`crate::emulator`]) serves, which checks the bearer token (letting requests
 //! without credentials in when anonymous requests are allowed), applies injected latency and
 //! faults, routes each request, answers discovery documents, hands resource requests to
 //! `verbs.rs`, and counts every answer by (verb, resource, code). Errors go out as
@@ -6,12 +6,8 @@
 
 use std::{collections::HashMap, convert::Infallible, sync::Arc};
 
-use hyper::{
-    Method, Request, Response, body::Incoming, header, server::conn::http1, service::service_fn,
-};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, Request, Response, body::Incoming, header};
 use serde_json::Value;
-use tokio::{net::TcpListener, sync::oneshot};
 
 use super::{
     Shared,
@@ -24,30 +20,6 @@ use super::{
     verbs,
     watch::Expired,
 };
-
-/// Accept connections until `shutdown` fires.
-pub async fn serve(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut shutdown: oneshot::Receiver<()>,
-) {
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => continue,
-            },
-            _ = &mut shutdown => return,
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handle(Arc::clone(&shared), req));
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
 
 pub(super) fn json_response(code: u16, value: &Value, content_type: &str) -> Response<Body> {
     Response::builder()
@@ -63,7 +35,11 @@ fn error_response(error: &ApiError) -> Response<Body> {
     json_response(error.code(), &error.status(), "application/json")
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+/// Answer one request (the scaffold, [`crate::emulator`], serves the connections).
+pub(super) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use weft_tests::{ThreadNetNs, agent::add, require_root, wait_for};
 
-use super::{agent_with, doc, refused_start, store_path};
+use super::{agent_with, doc, log_operated, refused_start, store_path, wait_operated};
 
 /// The own node as a user pastes it: no podCIDRs yet, fields nobody here owns.
 const NODE1: &str = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\n  labels:\n    \
@@ -45,6 +45,7 @@ fn a_node_without_pod_cidrs_gets_a_block_no_other_node_holds() {
         ],
         &FLAGS,
     );
+    log_operated(&mut agent);
     let others_before: Vec<Vec<u8>> = ["node2", "node3"]
         .iter()
         .map(|n| std::fs::read(store_path(&agent, &format!("ciliumnodes/{n}.yaml"))).expect("read"))
@@ -99,8 +100,14 @@ fn a_node_without_pod_cidrs_gets_a_block_no_other_node_holds() {
 
     // A restart restores the block instead of handing out another one.
     agent.stop();
+    let restarted = agent.log().len();
     agent.start();
-    std::thread::sleep(Duration::from_secs(1));
+    wait_operated(
+        &agent,
+        restarted,
+        "the restarted allocator's first pass",
+        |ipam| ipam["podCIDRs"] == json!(["10.240.2.0/24"]),
+    );
     assert_eq!(
         doc(&agent, "ciliumnodes/node1.yaml")["spec"]["ipam"]["podCIDRs"],
         json!(["10.240.2.0/24"])

@@ -51,6 +51,42 @@ impl Drop for Template {
     }
 }
 
+/// `RUST_LOG` that adds the in-process operator's "read acted on" lines to the info log.
+const OPERATED_LOG: &str = "info,weft_agent::store::embedded=debug";
+
+/// Marks the lines of the in-process operator's passes; `spec_ipam=` (last) is the own
+/// node's `spec.ipam` as that pass read it.
+const OPERATED_LINE: &str = "in-process allocator: read acted on";
+
+/// Have the agent log the in-process operator's passes (before it starts).
+fn log_operated(agent: &mut Agent) {
+    agent
+        .env
+        .push(("RUST_LOG".to_owned(), OPERATED_LOG.to_owned()));
+}
+
+/// Wait (15 s at most) until the in-process operator, after the first `from` bytes of the
+/// log, acted on a read in which node1's `spec.ipam` satisfies `want` (its write, if any,
+/// is done by then). The agent must run with [`log_operated`].
+fn wait_operated(agent: &Agent, from: usize, what: &str, want: impl Fn(&Value) -> bool) {
+    weft_tests::wait_for(what, Duration::from_secs(15), || {
+        let log = agent.log();
+        let passes: Vec<Value> = log
+            .get(from..)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(OPERATED_LINE))
+            .filter_map(|l| l.split_once("spec_ipam=").map(|(_, json)| json))
+            .map(|json| serde_json::from_str(json).unwrap_or(Value::Null))
+            .collect();
+        if passes.iter().any(&want) {
+            Ok(())
+        } else {
+            Err(format!("passes read {passes:?}"))
+        }
+    });
+}
+
 /// A store document as it is on disk now.
 fn doc(agent: &Agent, rel: &str) -> Value {
     let path = agent.store.join(rel);

@@ -6,14 +6,14 @@ use std::{
 };
 
 use ipnet::Ipv4Net;
-use serde_json::Value;
+use serde_json::{Value, json};
 use weft_tests::{
     NamedNetNs, ThreadNetNs,
     agent::{Agent, del},
     require_root, unique, wait_for,
 };
 
-use super::{agent_with, doc, v4_of};
+use super::{agent_with, doc, log_operated, v4_of, wait_operated};
 
 /// The own node with nothing asked for or allocated yet.
 const NODE1: &str = "apiVersion: cilium.io/v2\nkind: CiliumNode\nmetadata:\n  name: node1\nspec:\n  \
@@ -59,6 +59,21 @@ fn small_requested(agent: &Agent) -> Option<u64> {
         .flatten())
     .find(|r| r["pool"] == "small")
     .and_then(|r| r["needed"]["ipv4-addrs"].as_u64())
+}
+
+/// Pool `small`'s entry of `spec.ipam.pools.<list>` (`requested`: its `needed`;
+/// `allocated`: its `cidrs`) in a `spec.ipam` value.
+fn small_of(ipam: &Value, list: &str) -> Option<Value> {
+    let field = if list == "requested" {
+        "needed"
+    } else {
+        "cidrs"
+    };
+    ipam["pools"][list]
+        .as_array()?
+        .iter()
+        .find(|e| e["pool"] == "small")
+        .map(|e| e[field].clone())
 }
 
 fn wait_blocks(agent: &Agent, what: &str, want: &[&str]) {
@@ -155,6 +170,7 @@ fn a_pool_of_28s_grows_by_a_block_when_its_pods_need_it_and_shrinks_after_their_
     let _node = ThreadNetNs::new();
     // Pre-allocation 1: the agent asks for in-use + 1 addresses.
     let mut agent = small_pool_agent(SMALL, "small=1", 14);
+    log_operated(&mut agent);
     agent.start();
     let first = "10.230.0.0/28";
     wait_blocks(
@@ -175,7 +191,9 @@ fn a_pool_of_28s_grows_by_a_block_when_its_pods_need_it_and_shrinks_after_their_
             Err(format!("{asked:?}"))
         }
     });
-    std::thread::sleep(Duration::from_millis(800));
+    wait_operated(&agent, 0, "the allocator to act on 14 asked for", |ipam| {
+        small_of(ipam, "requested") == Some(json!({"ipv4-addrs": 14}))
+    });
     assert_eq!(
         small_blocks(&agent),
         [first],
@@ -210,12 +228,22 @@ fn a_pool_of_28s_grows_by_a_block_when_its_pods_need_it_and_shrinks_after_their_
     );
 
     // The DELs give the second block back: in use 1 (the router), 2 asked for.
+    let before_dels = agent.log().len();
     for pod in pods.drain(..) {
         del_added(&agent, pod);
     }
     wait_blocks(&agent, "the second block to go back", &[first]);
     assert_eq!(small_requested(&agent), Some(2));
-    std::thread::sleep(Duration::from_millis(800));
+    // The pass that reads its own release (2 asked for, the first block held) must not carve.
+    wait_operated(
+        &agent,
+        before_dels,
+        "the allocator to read its release back",
+        |ipam| {
+            small_of(ipam, "requested") == Some(json!({"ipv4-addrs": 2}))
+                && small_of(ipam, "allocated") == Some(json!([first]))
+        },
+    );
     assert_eq!(
         small_blocks(&agent),
         [first],

@@ -18,8 +18,9 @@ pub(crate) async fn assert_flush_refused(store: &EmbeddedStore, path: &Path, byt
     let failures = || store.stats().failures.load(Ordering::Relaxed);
     let before = failures();
     match store.flush().await {
-        Err(StoreError::Parse { path: at, reason }) => {
+        Err(StoreError::Parse { path: at, source }) => {
             assert_eq!(at, path, "the refused document");
+            let reason = source.to_string();
             assert!(
                 reason.contains(BAD_CIDR_FIELD),
                 "the reason {reason:?} does not name {BAD_CIDR_FIELD}"

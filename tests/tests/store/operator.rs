@@ -30,6 +30,35 @@ pub(crate) fn small(cidrs: &[&str]) -> Value {
     json!([{"pool": "small", "cidrs": cidrs}])
 }
 
+/// Whether a read shows the own node holding `blocks` blocks of its first pool.
+pub(crate) fn holds_blocks(blocks: usize) -> impl Fn(&Snapshot) -> bool {
+    move |s| {
+        s.own_node().is_some_and(|n| {
+            n.ipam_spec()
+                .pools()
+                .allocated
+                .first()
+                .is_some_and(|a| a.cidrs.len() == blocks)
+        })
+    }
+}
+
+/// Wait (within [`PATIENCE`]) until the in-process operator has acted on a read that shows
+/// `what`, its write (if any) done.
+pub(crate) async fn wait_operated(
+    store: &EmbeddedStore,
+    rx: &mut watch::Receiver<Arc<Snapshot>>,
+    what: &str,
+    want: impl Fn(&Snapshot) -> bool,
+) {
+    let read = wait_snapshot(rx, what, want).await;
+    let mut operated = store.operated();
+    tokio::time::timeout(PATIENCE, operated.wait_for(|r| *r >= read.revision))
+        .await
+        .unwrap_or_else(|_| panic!("the operator did not act on {what} in {PATIENCE:?}"))
+        .unwrap_or_else(|_| panic!("the store stopped"));
+}
+
 #[test]
 pub(crate) fn the_operator_and_the_agent_never_take_each_others_part_of_spec_ipam_pools() {
     let scratch = Scratch::new();
@@ -79,16 +108,7 @@ pub(crate) fn the_operator_and_the_agent_never_take_each_others_part_of_spec_ipa
         );
 
         // From the read that shows both blocks, the agent releases the second one.
-        let seen = wait_snapshot(&mut rx, "both blocks", |s| {
-            s.own_node().is_some_and(|n| {
-                n.ipam_spec()
-                    .pools()
-                    .allocated
-                    .first()
-                    .is_some_and(|a| a.cidrs.len() == 2)
-            })
-        })
-        .await;
+        let seen = wait_snapshot(&mut rx, "both blocks", holds_blocks(2)).await;
         let release = pools_write(&json!({
             "requested": [{"pool": "small", "needed": {"ipv4-addrs": 5}}],
             "allocated": [{"pool": "small", "cidrs": ["10.220.0.0/28"]}],
@@ -102,9 +122,8 @@ pub(crate) fn the_operator_and_the_agent_never_take_each_others_part_of_spec_ipa
         assert_eq!(allocated_in(&path), one, "the agent's release went through");
 
         // The operator reads it, takes the block back and has nothing to add: no more writes.
-        tokio::time::sleep(Duration::from_millis(500)).await;
         let settled = renames.count();
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        wait_operated(&store, &mut rx, "the release", holds_blocks(1)).await;
         assert_eq!(
             renames.count(),
             settled,

@@ -125,8 +125,12 @@ pub(crate) fn writes_are_debounced_coalesced_and_only_when_changed() {
         );
         // ...nor debounced: a change sent two debounce intervals after an unchanged write is
         // the next file write (an unchanged write of its own would have landed before it).
+        let unchanged = store.stats().unchanged.load(Ordering::Relaxed);
         store.write_node(used_write(&[("10.0.0.8", "default/e")]), "");
-        tokio::time::sleep(DEBOUNCE * 2).await;
+        eventually("the writer to take the unchanged write", || {
+            (store.stats().unchanged.load(Ordering::Relaxed) > unchanged).then_some(())
+        })
+        .await;
         store.write_node(used_write(&[("10.0.0.9", "default/f")]), "");
         renames.wait_for(4, "the next change").await;
         assert_eq!(used_in(&path)["10.0.0.9"]["owner"], "default/f");

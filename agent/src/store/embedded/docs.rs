@@ -11,7 +11,7 @@ use std::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::store::StoreError;
+use crate::store::{ParseError, StoreError};
 
 /// The kinds the embedded store holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -162,14 +162,14 @@ pub fn read_value(path: &Path) -> Result<Value, StoreError> {
 /// # Errors
 /// The text is not valid YAML/JSON.
 pub fn parse_text(path: &Path, text: &str) -> Result<Value, StoreError> {
-    let parsed: Result<Value, String> = if is_json(path) {
-        serde_json::from_str(text).map_err(|e| e.to_string())
+    let parsed = if is_json(path) {
+        serde_json::from_str(text).map_err(|source| ParseError::Json { source })
     } else {
-        serde_norway::from_str(text).map_err(|e| e.to_string())
+        serde_norway::from_str(text).map_err(|source| ParseError::Yaml { source })
     };
-    parsed.map_err(|reason| StoreError::Parse {
+    parsed.map_err(|source| StoreError::Parse {
         path: path.to_path_buf(),
-        reason,
+        source,
     })
 }
 
@@ -180,7 +180,10 @@ pub fn parse_text(path: &Path, text: &str) -> Result<Value, StoreError> {
 pub fn decode<T: DeserializeOwned>(path: &Path, value: Value) -> Result<T, StoreError> {
     serde_path_to_error::deserialize(value).map_err(|e| StoreError::Parse {
         path: path.to_path_buf(),
-        reason: format!("field `{}`: {}", e.path(), e.inner()),
+        source: ParseError::Field {
+            field: e.path().to_string(),
+            source: e.into_inner(),
+        },
     })
 }
 

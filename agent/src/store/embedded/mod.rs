@@ -73,6 +73,8 @@ struct Inner {
     bases: Mutex<VecDeque<(u64, IpamPoolSpec)>>,
     /// The operator's allocator, when it runs in-process.
     operator: Mutex<Option<InProcessOperator>>,
+    /// The revision of the newest read the in-process operator has acted on.
+    operated: watch::Sender<u64>,
 }
 
 /// The agent's write-back waiting for the writer.
@@ -129,6 +131,7 @@ impl EmbeddedStore {
             stats: WriteStats::default(),
             bases: Mutex::new(bases),
             operator: Mutex::new(None),
+            operated: watch::channel(0).0,
         });
         let inotify = Inotify::init().map_err(|source| StoreError::Watch {
             path: root.to_path_buf(),
@@ -150,6 +153,14 @@ impl EmbeddedStore {
     #[must_use]
     pub fn stats(&self) -> &WriteStats {
         &self.inner.stats
+    }
+
+    /// The [`Snapshot::revision`] of the newest read the in-process operator has acted on, its
+    /// write (if any) done; 0 before its first pass. Lets a caller wait for the operator's
+    /// answer to a change instead of guessing how long it takes.
+    #[must_use]
+    pub fn operated(&self) -> watch::Receiver<u64> {
+        self.inner.operated.subscribe()
     }
 
     /// Run the operator's allocator in-process from now on: once now, then after every read
@@ -434,6 +445,11 @@ fn write_pending(inner: &Inner) -> Result<(), StoreError> {
         })?;
         inner.stats.wrote();
         info!(path = %path.display(), "wrote CiliumNode");
+    } else {
+        inner
+            .stats
+            .unchanged
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     Ok(())
 }
@@ -471,6 +487,7 @@ fn operate(inner: &Inner) {
     let (path, own) = match read {
         Err(StoreError::NoNode { .. }) => {
             let _ = operator.reconcile(&snapshot, None);
+            operated(inner, snapshot.revision, false, &serde_json::Value::Null);
             return;
         }
         Err(error) => {
@@ -485,16 +502,30 @@ fn operate(inner: &Inner) {
         Ok((path, Ok(own))) => (path, own),
     };
     let (mut doc, node) = own;
+    let read_ipam = doc["spec"]["ipam"].clone();
     let Some(write) = operator.reconcile(&snapshot, Some(&node)) else {
+        operated(inner, snapshot.revision, false, &read_ipam);
         return;
     };
     drop(slot);
+    let mut written = false;
     if super::writeback::apply_operator(&mut doc, &write) {
         match docs::write_atomic(&path, &doc) {
-            Ok(()) => info!(path = %path.display(), "in-process allocator wrote CiliumNode"),
+            Ok(()) => {
+                written = true;
+                info!(path = %path.display(), "in-process allocator wrote CiliumNode");
+            }
             Err(error) => {
                 warn!(%error, "in-process allocator: writing CiliumNode; retried on the next change");
             }
         }
     }
+    operated(inner, snapshot.revision, written, &read_ipam);
+}
+
+/// The in-process operator acted on read `revision`, in which the own node's `spec.ipam` was
+/// `read_ipam`: publish it (and log it, for programs that watch the log).
+fn operated(inner: &Inner, revision: u64, wrote: bool, read_ipam: &serde_json::Value) {
+    debug!(revision, wrote, spec_ipam = %read_ipam, "in-process allocator: read acted on");
+    inner.operated.send_replace(revision);
 }

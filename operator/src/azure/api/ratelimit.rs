@@ -52,7 +52,9 @@ impl RateLimiter {
         if state.tokens >= 0.0 {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(-state.tokens / self.qps)
+            // A tiny qps (validation bounds it; the limiter must not trust that) owes more
+            // than a Duration holds: wait "forever" rather than panic.
+            Duration::try_from_secs_f64(-state.tokens / self.qps).unwrap_or(Duration::MAX)
         }
     }
 
@@ -88,5 +90,12 @@ mod tests {
         let single = RateLimiter::new(1.0, 0);
         assert_eq!(single.reserve(), Duration::ZERO);
         assert_eq!(single.reserve(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tiny_qps_waits_long_instead_of_panicking() {
+        let limiter = RateLimiter::new(1e-20, 1);
+        assert_eq!(limiter.reserve(), Duration::ZERO);
+        assert!(limiter.reserve() >= Duration::from_secs(u64::from(u32::MAX)));
     }
 }

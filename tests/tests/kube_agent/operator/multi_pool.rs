@@ -25,6 +25,9 @@ const BLOCKS_IN_USE: &str =
 const BLOCKS_FREE: &str =
     "weft_operator_ipam_pool_blocks{pool=\"default\",family=\"ipv4\",state=\"free\"}";
 
+/// The operator's count of CiliumNode patches it carried out (`{part="spec"|"status"}`).
+const WRITES: &str = "weft_operator_ciliumnode_writes_total";
+
 fn operator_flags(extra: &[&'static str]) -> Vec<&'static str> {
     let mut flags = vec!["--ipam", "multi-pool", "--leader-election=false"];
     flags.extend_from_slice(extra);
@@ -348,8 +351,33 @@ fn restart_changes_nothing(lan: &Lan, op: &mut Operator) {
                         .ok_or_else(|| format!("(in use, free) {blocks:?}"))
                 },
             );
-            // Long enough for a write the restore might have queued to land.
-            std::thread::sleep(Duration::from_secs(2));
+            // The writes the restore queued (it logs how many) have landed.
+            let log = op.log();
+            let queued: f64 = log
+                .lines()
+                .rfind(|l| l.contains("existing allocations restored"))
+                .and_then(|l| {
+                    l.split_once(" writes=")?
+                        .1
+                        .split_whitespace()
+                        .next()?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("the restore line names no writes count:\n{log}"));
+            wait_for(
+                "the restore's writes to land",
+                Duration::from_secs(20),
+                || {
+                    let written: f64 = ["spec", "status"]
+                        .iter()
+                        .filter_map(|part| lan.metric(op, &format!("{WRITES}{{part=\"{part}\"}}")))
+                        .sum();
+                    (written >= queued)
+                        .then_some(())
+                        .ok_or_else(|| format!("{written} of {queued} written"))
+                },
+            );
         },
     );
     assert!(seen.is_empty(), "the restart changed the nodes: {seen:?}");
