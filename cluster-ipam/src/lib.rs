@@ -5,3 +5,14 @@
 //!
 //! Dependencies run one way: both programs depend on this crate, and it depends only on
 //! `weft-k8s` (the CRD wire types); it never depends on either program.
+//!
+//! - [`cidrset`]: Cilium's `cidrset`, the round-robin block carver over one cluster CIDR.
+//! - [`clusterpool`]: Cilium's cluster-pool operator allocator (`podcidr`).
+//! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
+
+pub mod cidrset;
+pub mod clusterpool;
+mod family;
+pub mod multipool;
+
+pub use family::Family;

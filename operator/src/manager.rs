@@ -20,12 +20,10 @@ use std::{
 };
 
 use tracing::{info, warn};
+use weft_cluster_ipam::{Family, multipool::Allocated};
 
 pub use self::{clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator};
-use crate::{
-    ipam::{Family, multipool::Allocated},
-    node::NodeView,
-};
+use crate::node::NodeView;
 
 /// The part of `spec.ipam` the operator owns in a mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +86,7 @@ pub struct PoolView {
     /// The pool's name.
     pub name: String,
     /// Its spec, or why it cannot be used (names the field).
-    pub spec: Result<crate::ipam::multipool::PoolSpec, String>,
+    pub spec: Result<weft_cluster_ipam::multipool::PoolSpec, String>,
 }
 
 /// A mode's allocation policy, driven by the [`NodeManager`].

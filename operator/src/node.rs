@@ -4,8 +4,7 @@
 //! object nobody can decode. Pure.
 
 use serde_json::Value;
-
-use crate::ipam::multipool::{Allocated, Requested};
+use weft_cluster_ipam::multipool::{Allocated, Requested};
 
 /// The annotation that makes the operator leave a CiliumNode alone (value compared
 /// case-insensitively, as Cilium does).

@@ -20,6 +20,7 @@ use std::{
 use kube::{Client, api::ListParams};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
+use weft_cluster_ipam::clusterpool::ClusterPoolError;
 use weft_k8s::{
     Resource,
     client::{ConnectError, status_code},
@@ -35,7 +36,6 @@ use crate::{
     },
     config::{ConfigError, IpamMode, LEASE_NAME, OperatorConfig},
     http::{self, ListenError},
-    ipam::clusterpool::ClusterPoolError,
     k8s::{OperatorK8sError, controller, pools, writer},
     leader::Elector,
     manager::{Allocator, ClusterPoolAllocator, MultiPoolAllocator, NodeManager},

@@ -11,6 +11,10 @@ use kube::{
 };
 use serde_json::{Value, json};
 use tracing::info;
+use weft_cluster_ipam::{
+    cidrset::ReservedRange,
+    multipool::{FamilySpec, PoolSpec},
+};
 use weft_k8s::{
     Resource,
     crd::pool::{CiliumPodIPPool, PoolFamilySpec},
@@ -18,14 +22,7 @@ use weft_k8s::{
 };
 
 use super::OperatorK8sError;
-use crate::{
-    chain,
-    ipam::{
-        cidrset::ReservedRange,
-        multipool::{FamilySpec, PoolSpec},
-    },
-    manager::PoolView,
-};
+use crate::{chain, manager::PoolView};
 
 fn family(
     spec: Option<&PoolFamilySpec>,

@@ -331,7 +331,7 @@ pub async fn run(client: Client, mut ops: mpsc::UnboundedReceiver<Op>, metrics: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ipam::multipool::Allocated;
+    use weft_cluster_ipam::multipool::Allocated;
 
     #[test]
     fn patches_touch_only_the_operators_fields() {

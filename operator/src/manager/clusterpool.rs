@@ -2,15 +2,13 @@
 //! cluster pool ([`ClusterPool`]).
 
 use ipnet::IpNet;
+use weft_cluster_ipam::{
+    Family,
+    clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError},
+};
 
 use super::{Allocator, BlockUsage, Desired, NodeUsage, SpecPart};
-use crate::{
-    ipam::{
-        Family,
-        clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError},
-    },
-    node::NodeView,
-};
+use crate::node::NodeView;
 
 /// Addresses in a block (saturating at `u64::MAX`).
 pub(super) fn block_addresses(net: &IpNet) -> u64 {
@@ -58,7 +56,7 @@ impl Allocator for ClusterPoolAllocator {
                 .warnings
                 .iter()
                 .map(|w| match w {
-                    crate::ipam::clusterpool::Warning::DuplicateCidr { error, .. } => {
+                    weft_cluster_ipam::clusterpool::Warning::DuplicateCidr { error, .. } => {
                         format!("{w} error=\"{error}\"")
                     }
                 })

@@ -5,17 +5,15 @@
 use std::collections::BTreeMap;
 
 use ipnet::IpNet;
+use weft_cluster_ipam::{
+    Family,
+    multipool::{PoolAllocator, Warning},
+};
 
 use super::{
     Allocator, BlockUsage, Desired, NodeUsage, PoolView, SpecPart, clusterpool::block_addresses,
 };
-use crate::{
-    ipam::{
-        Family,
-        multipool::{PoolAllocator, Warning},
-    },
-    node::NodeView,
-};
+use crate::node::NodeView;
 
 /// The multi-pool allocator behind the node manager.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::ipam::clusterpool::{ClusterPoolConfig, FamilyConfig};
+use weft_cluster_ipam::clusterpool::{ClusterPoolConfig, FamilyConfig};
 
 fn manager() -> NodeManager {
     let config = ClusterPoolConfig {
@@ -102,7 +102,7 @@ fn garbage_keeps_the_allocation_and_names_the_field() {
 
 #[test]
 fn a_stale_event_does_not_release_blocks_just_given() {
-    use crate::ipam::multipool::{FamilySpec, PoolSpec};
+    use weft_cluster_ipam::multipool::{FamilySpec, PoolSpec};
     let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
     let _ = m.pool_upsert(&PoolView {
         name: "default".into(),
@@ -146,7 +146,7 @@ fn a_stale_event_does_not_release_blocks_just_given() {
 
 #[test]
 fn an_overlapping_pool_is_refused_and_changes_nothing() {
-    use crate::ipam::multipool::{FamilySpec, PoolSpec};
+    use weft_cluster_ipam::multipool::{FamilySpec, PoolSpec};
     let pool = |name: &str, cidr: &str| PoolView {
         name: name.into(),
         spec: Ok(PoolSpec {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use ipnet::IpNet;
 use tracing::{debug, warn};
-use weft_operator::ipam::clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError, Warning};
+use weft_cluster_ipam::clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError, Warning};
 
 use crate::{
     crd::node::CiliumNode,

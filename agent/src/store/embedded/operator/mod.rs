@@ -18,7 +18,7 @@ mod pools;
 use std::{collections::BTreeSet, path::PathBuf};
 
 use tracing::{info, warn};
-use weft_operator::ipam::{
+use weft_cluster_ipam::{
     Family,
     cidrset::CidrSetError,
     clusterpool::{ClusterPoolConfig, ClusterPoolError},

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::{debug, info, warn};
-use weft_operator::ipam::multipool::{Allocated, PoolAllocator, PoolSpec, Requested, Warning};
+use weft_cluster_ipam::multipool::{Allocated, PoolAllocator, PoolSpec, Requested, Warning};
 
 use super::pools::pool_spec;
 use crate::{

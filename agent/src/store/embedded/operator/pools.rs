@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use weft_operator::ipam::multipool::{FamilySpec, PoolSpec, ReservedRange};
+use weft_cluster_ipam::multipool::{FamilySpec, PoolSpec, ReservedRange};
 
 use crate::crd::pool::{CiliumPodIPPool, PoolFamilySpec};
 
