@@ -9,10 +9,12 @@
 //! - [`cidrset`]: Cilium's `cidrset`, the round-robin block carver over one cluster CIDR.
 //! - [`clusterpool`]: Cilium's cluster-pool operator allocator (`podcidr`).
 //! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
+//! - [`node`]: the one tolerant typed read of a CiliumNode, each bad field reported by path.
 
 pub mod cidrset;
 pub mod clusterpool;
 mod family;
 pub mod multipool;
+pub mod node;
 
 pub use family::Family;

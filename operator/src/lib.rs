@@ -8,8 +8,7 @@
 //! shares with the agent's single-host mode), and never the agent or its datapath.
 //!
 //! - [`cloud`], [`azure`]: the node manager for cloud allocators and Azure IPAM behind it.
-//! - [`node`], [`manager`]: what the operator reads of a CiliumNode and the node manager that
-//!   drives an [`manager::Allocator`] (pure).
+//! - [`manager`]: the node manager that drives an [`manager::Allocator`] (pure).
 //! - [`config`], [`cli`]: flags and cilium-config keys.
 //! - [`k8s`]: watches, the CiliumNode writer, node lifecycle and auto-created pools.
 //! - [`identitygc`]: garbage collection of unused CiliumIdentities (the leader's).
@@ -27,7 +26,6 @@ pub mod k8s;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
-pub mod node;
 pub mod run;
 
 pub use weft_k8s::error::chain;

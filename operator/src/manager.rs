@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use weft_cluster_ipam::{Family, multipool::Allocated};
 
 pub use self::{clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator};
-use crate::node::NodeView;
+use weft_cluster_ipam::node::NodeView;
 
 /// The part of `spec.ipam` the operator owns in a mode.
 #[derive(Debug, Clone, PartialEq, Eq)]

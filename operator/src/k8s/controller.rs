@@ -26,6 +26,7 @@ use kube::{
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+use weft_cluster_ipam::node::NodeView;
 use weft_k8s::{Resource, client::status_code};
 
 use super::{OperatorK8sError, pools::pool_view, writer::Op};
@@ -33,7 +34,6 @@ use crate::{
     cloud::{CloudProvider, manager::CloudManager, view::CloudNodeView},
     manager::{NodeManager, PoolView, Write},
     metrics::Metrics,
-    node::NodeView,
 };
 
 /// Which watch an event came from.

@@ -8,7 +8,7 @@ use weft_cluster_ipam::{
 };
 
 use super::{Allocator, BlockUsage, Desired, NodeUsage, SpecPart};
-use crate::node::NodeView;
+use weft_cluster_ipam::node::NodeView;
 
 /// Addresses in a block (saturating at `u64::MAX`).
 pub(super) fn block_addresses(net: &IpNet) -> u64 {

@@ -13,7 +13,7 @@ use weft_cluster_ipam::{
 use super::{
     Allocator, BlockUsage, Desired, NodeUsage, PoolView, SpecPart, clusterpool::block_addresses,
 };
-use crate::node::NodeView;
+use weft_cluster_ipam::node::NodeView;
 
 /// The multi-pool allocator behind the node manager.
 #[derive(Debug)]
