@@ -10,11 +10,13 @@
 //! - [`clusterpool`]: Cilium's cluster-pool operator allocator (`podcidr`).
 //! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
 //! - [`node`]: the one tolerant typed read of a CiliumNode, each bad field reported by path.
+//! - [`pool`]: the one CiliumPodIPPool → pool spec conversion.
 
 pub mod cidrset;
 pub mod clusterpool;
 mod family;
 pub mod multipool;
 pub mod node;
+pub mod pool;
 
 pub use family::Family;

@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use weft_cluster_ipam::{Family, multipool::Allocated};
 
 pub use self::{clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator};
-use weft_cluster_ipam::node::NodeView;
+use weft_cluster_ipam::{node::NodeView, pool::PoolView};
 
 /// The part of `spec.ipam` the operator owns in a mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,15 +78,6 @@ pub struct BlockUsage {
     pub in_use: u64,
     /// Blocks that can still be handed out.
     pub free: u64,
-}
-
-/// A CiliumPodIPPool as the manager is told of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolView {
-    /// The pool's name.
-    pub name: String,
-    /// Its spec, or why it cannot be used (names the field).
-    pub spec: Result<weft_cluster_ipam::multipool::PoolSpec, String>,
 }
 
 /// A mode's allocation policy, driven by the [`NodeManager`].

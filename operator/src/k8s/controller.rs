@@ -26,13 +26,13 @@ use kube::{
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
-use weft_cluster_ipam::node::NodeView;
+use weft_cluster_ipam::{node::NodeView, pool::PoolView};
 use weft_k8s::{Resource, client::status_code};
 
-use super::{OperatorK8sError, pools::pool_view, writer::Op};
+use super::{OperatorK8sError, writer::Op};
 use crate::{
     cloud::{CloudProvider, manager::CloudManager, view::CloudNodeView},
-    manager::{NodeManager, PoolView, Write},
+    manager::{NodeManager, Write},
     metrics::Metrics,
 };
 
@@ -292,7 +292,7 @@ impl<M: Nodes> Loop<M> {
         let doc = weft_k8s::resource::to_json(object);
         match source {
             Source::Pools => {
-                let (writes, refused) = m.pool_upsert(&pool_view(&doc));
+                let (writes, refused) = m.pool_upsert(&PoolView::from_json(&doc));
                 if let Some(message) = refused {
                     let _ = self.writes.send(Op::Event {
                         object: doc,

@@ -10,10 +10,8 @@ use weft_cluster_ipam::{
     multipool::{PoolAllocator, Warning},
 };
 
-use super::{
-    Allocator, BlockUsage, Desired, NodeUsage, PoolView, SpecPart, clusterpool::block_addresses,
-};
-use weft_cluster_ipam::node::NodeView;
+use super::{Allocator, BlockUsage, Desired, NodeUsage, SpecPart, clusterpool::block_addresses};
+use weft_cluster_ipam::{node::NodeView, pool::PoolView};
 
 /// The multi-pool allocator behind the node manager.
 #[derive(Debug)]

@@ -10,11 +10,11 @@ use std::{collections::BTreeMap, net::Ipv4Addr};
 use clap::{CommandFactory as _, Parser as _, parser::ValueSource};
 use serde_json::{Value, json};
 use weft_agent::config::AgentConfig;
-use weft_cluster_ipam::Family;
+use weft_cluster_ipam::{Family, pool::PoolView};
 use weft_operator::{
     cli::Cli,
     config::{ConfigError, IpamMode, LEASE_NAME, OperatorConfig},
-    manager::{Allocator as _, ClusterPoolAllocator, MultiPoolAllocator, PoolView},
+    manager::{Allocator as _, ClusterPoolAllocator, MultiPoolAllocator},
 };
 
 use crate::{

@@ -13,7 +13,6 @@
 
 mod clusterpool;
 mod multipool;
-mod pools;
 
 use std::{collections::BTreeSet, path::PathBuf};
 
@@ -24,7 +23,6 @@ use weft_cluster_ipam::{
     clusterpool::{ClusterPoolConfig, ClusterPoolError},
 };
 
-pub use self::pools::{PoolSpecError, pool_spec};
 use self::{clusterpool::ClusterPoolDriver, multipool::MultiPoolDriver};
 use crate::{
     config::AgentConfig,

@@ -8,9 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::{debug, info, warn};
-use weft_cluster_ipam::multipool::{Allocated, PoolAllocator, PoolSpec, Requested, Warning};
+use weft_cluster_ipam::{
+    multipool::{Allocated, PoolAllocator, PoolSpec, Requested, Warning},
+    pool::pool_spec,
+};
 
-use super::pools::pool_spec;
 use crate::{
     crd::{ipam::IpamPoolAllocation, node::CiliumNode},
     store::{OperatorWrite, Snapshot},
