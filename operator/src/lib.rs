@@ -8,7 +8,6 @@
 //! shares with the agent's single-host mode), and never the agent or its datapath.
 //!
 //! - [`cloud`], [`azure`]: the node manager for cloud allocators and Azure IPAM behind it.
-//! - [`manager`]: the node manager that drives an [`manager::Allocator`] (pure).
 //! - [`config`], [`cli`]: flags and cilium-config keys.
 //! - [`k8s`]: watches, the CiliumNode writer, node lifecycle and auto-created pools.
 //! - [`identitygc`]: garbage collection of unused CiliumIdentities (the leader's).
@@ -24,7 +23,6 @@ pub mod http;
 pub mod identitygc;
 pub mod k8s;
 pub mod leader;
-pub mod manager;
 pub mod metrics;
 pub mod run;
 

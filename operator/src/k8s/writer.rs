@@ -20,11 +20,11 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+use weft_cluster_ipam::manager::{SpecPart, Write};
 use weft_k8s::{Resource, client::status_code};
 
 use crate::{
     cloud::manager::NodePatch,
-    manager::{SpecPart, Write},
     metrics::{Metrics, PartLabels},
 };
 

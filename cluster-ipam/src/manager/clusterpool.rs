@@ -2,13 +2,13 @@
 //! cluster pool ([`ClusterPool`]).
 
 use ipnet::IpNet;
-use weft_cluster_ipam::{
+
+use super::{Allocator, BlockUsage, Desired, NodeUsage, ReconfigureError, SpecPart};
+use crate::{
     Family,
     clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError},
+    node::NodeView,
 };
-
-use super::{Allocator, BlockUsage, Desired, NodeUsage, SpecPart};
-use weft_cluster_ipam::node::NodeView;
 
 /// Addresses in a block (saturating at `u64::MAX`).
 pub(super) fn block_addresses(net: &IpNet) -> u64 {
@@ -56,7 +56,7 @@ impl Allocator for ClusterPoolAllocator {
                 .warnings
                 .iter()
                 .map(|w| match w {
-                    weft_cluster_ipam::clusterpool::Warning::DuplicateCidr { error, .. } => {
+                    crate::clusterpool::Warning::DuplicateCidr { error, .. } => {
                         format!("{w} error=\"{error}\"")
                     }
                 })
@@ -65,10 +65,10 @@ impl Allocator for ClusterPoolAllocator {
         }
     }
 
-    fn reconfigure(&mut self, config: &crate::config::OperatorConfig) -> Result<(), String> {
+    fn reconfigure(&mut self, cluster_pool: &ClusterPoolConfig) -> Result<(), ReconfigureError> {
         self.pool
-            .reconfigure(&config.cluster_pool)
-            .map_err(|e| format!("{e}; the running operator keeps its cluster pool as it was"))
+            .reconfigure(cluster_pool)
+            .map_err(|source| ReconfigureError::ClusterPool { source })
     }
 
     fn release(&mut self, node: &str) {

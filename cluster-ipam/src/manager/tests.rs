@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use weft_cluster_ipam::clusterpool::{ClusterPoolConfig, FamilyConfig};
+use crate::clusterpool::{ClusterPoolConfig, FamilyConfig};
 
 fn manager() -> NodeManager {
     let config = ClusterPoolConfig {
@@ -102,9 +102,9 @@ fn garbage_keeps_the_allocation_and_names_the_field() {
 
 #[test]
 fn a_stale_event_does_not_release_blocks_just_given() {
-    use weft_cluster_ipam::multipool::{FamilySpec, PoolSpec};
+    use crate::multipool::{FamilySpec, PoolSpec};
     let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
-    let _ = m.pool_upsert(&PoolView {
+    let _ = m.pool_upsert(PoolView {
         name: "default".into(),
         spec: Ok(PoolSpec {
             ipv4: Some(FamilySpec {
@@ -146,7 +146,7 @@ fn a_stale_event_does_not_release_blocks_just_given() {
 
 #[test]
 fn an_overlapping_pool_is_refused_and_changes_nothing() {
-    use weft_cluster_ipam::multipool::{FamilySpec, PoolSpec};
+    use crate::multipool::{FamilySpec, PoolSpec};
     let pool = |name: &str, cidr: &str| PoolView {
         name: name.into(),
         spec: Ok(PoolSpec {
@@ -158,14 +158,29 @@ fn an_overlapping_pool_is_refused_and_changes_nothing() {
         }),
     };
     let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
-    assert_eq!(m.pool_upsert(&pool("a", "10.0.0.0/16")).1, None);
-    let (_, refused) = m.pool_upsert(&pool("b", "10.0.5.0/24"));
-    let refused = refused.expect("refused");
+    assert_eq!(
+        m.pool_upsert(pool("a", "10.0.0.0/16"))
+            .1
+            .map(|r| r.to_string()),
+        None
+    );
+    let (_, refused) = m.pool_upsert(pool("b", "10.0.5.0/24"));
+    let refused = weft_k8s::error::chain(&refused.expect("refused"));
     assert!(
         refused.contains("spec.ipv4.cidrs 10.0.5.0/24 overlaps 10.0.0.0/16 of pool a"),
         "{refused}"
     );
     // The same pool may change its own CIDRs; b was never applied.
-    assert_eq!(m.pool_upsert(&pool("a", "10.0.0.0/8")).1, None);
-    assert_eq!(m.pool_upsert(&pool("b", "11.0.0.0/24")).1, None);
+    assert_eq!(
+        m.pool_upsert(pool("a", "10.0.0.0/8"))
+            .1
+            .map(|r| r.to_string()),
+        None
+    );
+    assert_eq!(
+        m.pool_upsert(pool("b", "11.0.0.0/24"))
+            .1
+            .map(|r| r.to_string()),
+        None
+    );
 }
