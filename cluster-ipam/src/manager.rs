@@ -137,6 +137,10 @@ pub struct BlockUsage {
 pub trait Allocator: Send + std::fmt::Debug {
     /// A CiliumNode was added or changed: what it should hold.
     fn upsert(&mut self, node: &NodeView) -> Desired;
+    /// A CiliumNode this manager does not answer (another node's, in the agent's single-host
+    /// store, which never writes it) was added or changed: hold exactly the blocks it lists,
+    /// and never hand it more.
+    fn occupy(&mut self, node: &NodeView);
     /// A CiliumNode is gone: release what it held.
     fn release(&mut self, node: &str);
     /// Every existing CiliumNode was passed once; returns the nodes to pass again.
@@ -220,6 +224,8 @@ pub struct NodeManager {
     /// Nodes whose last pass ended in an error: passed again when blocks are released.
     failed: BTreeSet<String>,
     restored: bool,
+    /// Nodes only observed ([`NodeManager::observe`]): their blocks are held, never changed.
+    observed: BTreeSet<String>,
 }
 
 impl NodeManager {
@@ -234,6 +240,7 @@ impl NodeManager {
             failed: BTreeSet::new(),
             postponed: BTreeSet::new(),
             restored: false,
+            observed: BTreeSet::new(),
         }
     }
 
@@ -273,9 +280,38 @@ impl NodeManager {
         self.reconcile(&name)
     }
 
+    /// The CiliumNode as it is now (read under its only writer's lock, so it cannot lag a
+    /// write handed out earlier): what it shows wins over what was handed out, then as
+    /// [`NodeManager::upsert`].
+    pub fn upsert_current(&mut self, view: NodeView) -> Option<Write> {
+        self.expected.remove(&view.name);
+        self.upsert(view)
+    }
+
+    /// A CiliumNode this manager does not answer was added or changed: its blocks are held as
+    /// it lists them (see [`Allocator::occupy`]); no write is ever handed out for it.
+    pub fn observe(&mut self, view: &NodeView) {
+        self.observed.insert(view.name.clone());
+        self.allocator.occupy(view);
+    }
+
+    /// Names of the CiliumNodes only observed.
+    pub fn observed_names(&self) -> impl Iterator<Item = &str> {
+        self.observed.iter().map(String::as_str)
+    }
+
+    /// The manager's view of a node it answers (with the writes it handed out applied).
+    #[must_use]
+    pub fn node(&self, name: &str) -> Option<&NodeView> {
+        self.nodes.get(name)
+    }
+
     /// A CiliumNode was deleted: its blocks go back to the pool, and the nodes whose
     /// allocation failed are passed again (the blocks may be what they wait for).
     pub fn delete(&mut self, name: &str) -> Vec<Write> {
+        if self.observed.remove(name) {
+            self.allocator.release(name);
+        }
         self.postponed.remove(name);
         self.expected.remove(name);
         self.failed.remove(name);

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use ipnet::IpNet;
+use tracing::debug;
 
 use super::{
     Allocator, BlockUsage, Desired, NodeUsage, PoolRefused, SpecPart, clusterpool::block_addresses,
@@ -81,6 +82,16 @@ impl Allocator for MultiPoolAllocator {
                     .unwrap_or_default(),
                 ..Desired::default()
             },
+        }
+    }
+
+    fn occupy(&mut self, node: &NodeView) {
+        if let Err(failure) = self
+            .pools
+            .allocate_to_node(&node.name, &[], &node.allocated)
+            && !failure.is_not_ready()
+        {
+            debug!(node = %node.name, error = %failure, "another node's allocated CIDRs are not all occupied");
         }
     }
 

@@ -184,3 +184,71 @@ fn an_overlapping_pool_is_refused_and_changes_nothing() {
         None
     );
 }
+
+#[test]
+fn observed_nodes_hold_what_they_list_and_get_nothing_more() {
+    let mut m = manager();
+    m.observe(&node("other", &["10.0.0.0/24"]));
+    m.observe(&node("empty", &[]));
+    assert_eq!(
+        m.upsert(node("own", &[])),
+        None,
+        "postponed until the restore"
+    );
+    let writes = m.restore_finished();
+    assert_eq!(
+        writes,
+        [Write {
+            node: "own".into(),
+            spec: Some(SpecPart::PodCidrs(vec!["10.0.1.0/24".into()])),
+            error: None,
+        }],
+        "the observed nodes are not answered; other's block is not reissued"
+    );
+    assert_eq!(m.node_names().collect::<Vec<_>>(), ["own"]);
+    assert_eq!(m.observed_names().collect::<Vec<_>>(), ["empty", "other"]);
+    // The observed node drops its block and lists another: exactly that is held.
+    m.observe(&node("other", &["10.0.2.0/24"]));
+    assert!(m.delete("empty").is_empty());
+    let next = m.upsert(node("next", &[])).expect("a block");
+    assert_eq!(
+        next.spec,
+        Some(SpecPart::PodCidrs(vec!["10.0.3.0/24".into()]))
+    );
+    assert!(m.delete("other").is_empty());
+    assert_eq!(m.observed_names().count(), 0);
+}
+
+#[test]
+fn a_current_read_wins_over_a_write_handed_out() {
+    use crate::multipool::{FamilySpec, PoolSpec};
+    let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
+    let _ = m.pool_upsert(PoolView {
+        name: "default".into(),
+        spec: Ok(PoolSpec {
+            ipv4: Some(FamilySpec {
+                cidrs: vec!["10.10.0.0/24".parse().expect("cidr")],
+                mask_size: 28,
+            }),
+            ..PoolSpec::default()
+        }),
+    });
+    m.restore_finished();
+    let wanting = |needed: u64, allocated: serde_json::Value| {
+        NodeView::from_json(
+            &json!({"metadata": {"name": "n1"}, "spec": {"ipam": {"pools": {
+            "requested": [{"pool": "default", "needed": {"ipv4-addrs": needed}}],
+            "allocated": allocated}}}}),
+        )
+    };
+    let write = m.upsert(wanting(20, json!(null))).expect("blocks carved");
+    let Some(SpecPart::PoolsAllocated(pools)) = &write.spec else {
+        panic!("{write:?}");
+    };
+    assert_eq!(pools[0].cidrs.len(), 2);
+    // Read under the writer's lock: the node dropped its second block; that is what it holds.
+    let dropped = json!([{"pool": "default", "cidrs": ["10.10.0.0/28"]}]);
+    assert_eq!(m.upsert_current(wanting(5, dropped)), None);
+    let held = m.node("n1").expect("n1");
+    assert_eq!(held.allocated[0].cidrs, ["10.10.0.0/28"]);
+}
