@@ -14,6 +14,7 @@
 
 mod clusterpool;
 mod multipool;
+mod patch;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -23,7 +24,9 @@ use std::{
 use ipnet::IpNet;
 use tracing::{info, warn};
 
-pub use self::{clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator};
+pub use self::{
+    clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator, patch::status_patch,
+};
 use crate::{
     Family,
     clusterpool::{ClusterPoolConfig, ClusterPoolError},
