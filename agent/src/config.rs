@@ -14,7 +14,7 @@ pub mod reference;
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use ipnet::{Ipv4Net, Ipv6Net};
-use weft_operator::ipam::clusterpool::ClusterPoolConfig;
+use weft_cluster_ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 

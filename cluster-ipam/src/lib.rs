@@ -5,3 +5,20 @@
 //!
 //! Dependencies run one way: both programs depend on this crate, and it depends only on
 //! `weft-k8s` (the CRD wire types); it never depends on either program.
+//!
+//! - [`cidrset`]: Cilium's `cidrset`, the round-robin block carver over one cluster CIDR.
+//! - [`clusterpool`]: Cilium's cluster-pool operator allocator (`podcidr`).
+//! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
+//! - [`manager`]: the node manager, the one driver of the block allocators (both programs).
+//! - [`node`]: the one tolerant typed read of a CiliumNode, each bad field reported by path.
+//! - [`pool`]: the one CiliumPodIPPool → pool spec conversion.
+
+pub mod cidrset;
+pub mod clusterpool;
+mod family;
+pub mod manager;
+pub mod multipool;
+pub mod node;
+pub mod pool;
+
+pub use family::Family;

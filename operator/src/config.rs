@@ -5,17 +5,15 @@
 use std::{collections::BTreeMap, net::SocketAddr, str::FromStr, time::Duration};
 
 use ipnet::IpNet;
+use weft_cluster_ipam::{
+    Family,
+    cidrset::CidrSetError,
+    clusterpool::{ClusterPoolConfig, FamilyConfig},
+    multipool::{FamilySpec, MultiPoolError, PoolSpec, check_pool},
+};
 use weft_k8s::config_values::{parse_bool, parse_duration};
 
-use crate::{
-    cli::Cli,
-    ipam::{
-        Family,
-        cidrset::CidrSetError,
-        clusterpool::{ClusterPoolConfig, FamilyConfig},
-        multipool::{FamilySpec, MultiPoolError, PoolSpec, check_pool},
-    },
-};
+use crate::cli::Cli;
 
 /// Cilium's default `--operator-prometheus-serve-addr`.
 pub const DEFAULT_PROMETHEUS_ADDR: &str = ":9963";

@@ -4,13 +4,10 @@
 //! which one, elected through a Lease, mutates.
 //!
 //! Dependencies run one way: this crate uses `weft-k8s` (the CRD wire types and the client
-//! plumbing it shares with the agent) and never the agent or its datapath; the agent's
-//! single-host mode uses the pure allocator cores in [`ipam`].
+//! plumbing it shares with the agent) and `weft-cluster-ipam` (the pure block allocators it
+//! shares with the agent's single-host mode), and never the agent or its datapath.
 //!
-//! - [`ipam`]: the pure allocator cores (no IO).
 //! - [`cloud`], [`azure`]: the node manager for cloud allocators and Azure IPAM behind it.
-//! - [`node`], [`manager`]: what the operator reads of a CiliumNode and the node manager that
-//!   drives an [`manager::Allocator`] (pure).
 //! - [`config`], [`cli`]: flags and cilium-config keys.
 //! - [`k8s`]: watches, the CiliumNode writer, node lifecycle and auto-created pools.
 //! - [`identitygc`]: garbage collection of unused CiliumIdentities (the leader's).
@@ -24,12 +21,9 @@ pub mod cloud;
 pub mod config;
 pub mod http;
 pub mod identitygc;
-pub mod ipam;
 pub mod k8s;
 pub mod leader;
-pub mod manager;
 pub mod metrics;
-pub mod node;
 pub mod run;
 
 pub use weft_k8s::error::chain;

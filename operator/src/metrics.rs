@@ -11,6 +11,7 @@ use prometheus_client::{
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
+use weft_cluster_ipam::manager::NodeManager;
 use weft_k8s::api_metrics::KubeApiMetrics;
 pub use weft_k8s::metrics_naming::Naming;
 
@@ -18,7 +19,6 @@ pub use self::{
     cloud::{CloudMetrics, CloudObserver},
     identitygc::IdentityGcMetrics,
 };
-use crate::manager::NodeManager;
 
 mod cloud;
 mod identitygc;

@@ -20,6 +20,10 @@ use std::{
 use kube::{Client, api::ListParams};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
+use weft_cluster_ipam::{
+    clusterpool::ClusterPoolError,
+    manager::{Allocator, ClusterPoolAllocator, MultiPoolAllocator, NodeManager},
+};
 use weft_k8s::{
     Resource,
     client::{ConnectError, status_code},
@@ -28,6 +32,7 @@ use weft_k8s::{
 };
 
 use crate::{
+    chain,
     cli::Cli,
     cloud::{
         CloudProvider,
@@ -35,10 +40,8 @@ use crate::{
     },
     config::{ConfigError, IpamMode, LEASE_NAME, OperatorConfig},
     http::{self, ListenError},
-    ipam::clusterpool::ClusterPoolError,
     k8s::{OperatorK8sError, controller, pools, writer},
     leader::Elector,
-    manager::{Allocator, ClusterPoolAllocator, MultiPoolAllocator, NodeManager},
     metrics::{CloudObserver, Metrics},
 };
 
@@ -121,7 +124,7 @@ async fn pool_resource(client: &Client) -> Resource {
             }
             Err(error) => {
                 // The client's ApiReach logs a change of reachability or permission once.
-                debug!(error = %weft_k8s::error::chain(&error), "probing cilium.io/v2 CiliumPodIPPool failed; retrying");
+                debug!(error = %chain(&error), "probing cilium.io/v2 CiliumPodIPPool failed; retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(5));
             }
@@ -215,17 +218,23 @@ async fn watch_config(
             }
         };
         last.clone_from(&file);
-        let result = OperatorConfig::resolve(&cli, &file)
-            .map_err(|e| e.to_string())
-            .and_then(|config| controller::lock(&manager).reconfigure(&config));
-        match result {
+        let config = match OperatorConfig::resolve(&cli, &file) {
+            Ok(config) => config,
+            Err(error) => {
+                warn!(error = %chain(&error), "configuration change refused; nothing changed");
+                continue;
+            }
+        };
+        match controller::lock(&manager).reconfigure(&config.cluster_pool) {
             Ok(out) => {
                 info!(dir = %dir.display(), "configuration changed; applied");
                 for write in out {
                     let _ = writes.send(writer::Op::Write(write));
                 }
             }
-            Err(error) => warn!(%error, "configuration change refused; nothing changed"),
+            Err(error) => {
+                warn!(error = %chain(&error), "configuration change refused; nothing changed");
+            }
         }
     }
 }

@@ -5,7 +5,7 @@
 //! allocator's own check, with Cilium's texts. It never allocates.
 
 use ipnet::IpNet;
-use weft_operator::ipam::clusterpool::ClusterPoolConfig;
+use weft_cluster_ipam::clusterpool::ClusterPoolConfig;
 
 use super::ConfigError;
 

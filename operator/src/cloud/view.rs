@@ -1,5 +1,5 @@
 //! What the cloud node manager reads of a CiliumNode, field by field from the object's JSON
-//! (as [`crate::node::NodeView`] does for the block allocators), so that a wrong shape in one
+//! (as [`weft_cluster_ipam::node::NodeView`] does for the block allocators), so that a wrong shape in one
 //! field becomes an error naming that field on that node, and values the strict wire type
 //! would refuse (a negative `pre-allocate`, which Cilium keeps) are read as Cilium reads them.
 //! Pure.
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::node::IGNORE_ANNOTATION;
+use weft_cluster_ipam::node::IGNORE_ANNOTATION;
 
 /// The cloud manager's view of one CiliumNode.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -26,14 +26,17 @@ use kube::{
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+use weft_cluster_ipam::{
+    manager::{NodeManager, PoolRefused, Write},
+    node::NodeView,
+    pool::PoolView,
+};
 use weft_k8s::{Resource, client::status_code};
 
-use super::{OperatorK8sError, pools::pool_view, writer::Op};
+use super::{OperatorK8sError, writer::Op};
 use crate::{
     cloud::{CloudProvider, manager::CloudManager, view::CloudNodeView},
-    manager::{NodeManager, PoolView, Write},
     metrics::Metrics,
-    node::NodeView,
 };
 
 /// Which watch an event came from.
@@ -104,7 +107,7 @@ pub trait Nodes: Send + 'static {
     /// Every CiliumNode was listed once.
     fn restore_finished(&mut self) -> Vec<Write>;
     /// A pool was added or changed; the second value is why it was refused.
-    fn pool_upsert(&mut self, pool: &PoolView) -> (Vec<Write>, Option<String>);
+    fn pool_upsert(&mut self, pool: PoolView) -> (Vec<Write>, Option<PoolRefused>);
     /// A pool was deleted.
     fn pool_delete(&mut self, name: &str) -> Vec<Write>;
     /// The pools known.
@@ -135,7 +138,7 @@ impl Nodes for NodeManager {
     fn restore_finished(&mut self) -> Vec<Write> {
         NodeManager::restore_finished(self)
     }
-    fn pool_upsert(&mut self, pool: &PoolView) -> (Vec<Write>, Option<String>) {
+    fn pool_upsert(&mut self, pool: PoolView) -> (Vec<Write>, Option<PoolRefused>) {
         NodeManager::pool_upsert(self, pool)
     }
     fn pool_delete(&mut self, name: &str) -> Vec<Write> {
@@ -165,7 +168,7 @@ impl<P: CloudProvider> Nodes for CloudManager<P> {
     fn restore_finished(&mut self) -> Vec<Write> {
         Vec::new()
     }
-    fn pool_upsert(&mut self, _pool: &PoolView) -> (Vec<Write>, Option<String>) {
+    fn pool_upsert(&mut self, _pool: PoolView) -> (Vec<Write>, Option<PoolRefused>) {
         (Vec::new(), None)
     }
     fn pool_delete(&mut self, _name: &str) -> Vec<Write> {
@@ -292,12 +295,12 @@ impl<M: Nodes> Loop<M> {
         let doc = weft_k8s::resource::to_json(object);
         match source {
             Source::Pools => {
-                let (writes, refused) = m.pool_upsert(&pool_view(&doc));
-                if let Some(message) = refused {
+                let (writes, refused) = m.pool_upsert(PoolView::from_json(&doc));
+                if let Some(refused) = refused {
                     let _ = self.writes.send(Op::Event {
                         object: doc,
                         reason: "InvalidPool",
-                        message,
+                        message: weft_k8s::error::chain(&refused),
                     });
                 }
                 writes

@@ -1,7 +1,7 @@
 //! The operator's Kubernetes side: watches of CiliumNodes, CiliumPodIPPools, v1 Nodes (and in
 //! cloud modes Pods) fed to the node manager ([`controller`]), the one CiliumNode writer ([`writer`]), and the pools
 //! created at start ([`pools`]). Objects travel as `DynamicObject`s and are read field by field
-//! ([`crate::node::NodeView`]) or through `weft_k8s::crd`, so nothing here drops a field another
+//! ([`weft_cluster_ipam::node::NodeView`]) or through `weft_k8s::crd`, so nothing here drops a field another
 //! writer put in an object.
 
 pub mod controller;

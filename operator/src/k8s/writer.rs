@@ -17,14 +17,14 @@ use kube::{
     Api, Client,
     api::{DeleteParams, DynamicObject, Patch, PatchParams},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
+use weft_cluster_ipam::manager::{SpecPart, Write, status_patch};
 use weft_k8s::{Resource, client::status_code};
 
 use crate::{
     cloud::manager::NodePatch,
-    manager::{SpecPart, Write},
     metrics::{Metrics, PartLabels},
 };
 
@@ -108,49 +108,6 @@ impl Pending {
     }
 }
 
-/// The JSON merge patch of a spec part.
-#[must_use]
-pub fn spec_patch(part: &SpecPart) -> Value {
-    match part {
-        SpecPart::PodCidrs(cidrs) if cidrs.is_empty() => {
-            json!({"spec": {"ipam": {"podCIDRs": null}}})
-        }
-        SpecPart::PodCidrs(cidrs) => json!({"spec": {"ipam": {"podCIDRs": cidrs}}}),
-        SpecPart::PoolsAllocated(pools) => {
-            let entries: Vec<Value> = pools
-                .iter()
-                .map(|p| {
-                    let mut entry = json!({"pool": p.pool, "cidrs": p.cidrs});
-                    if p.allow_first_ip {
-                        entry["allowFirstIP"] = json!(true);
-                    }
-                    if p.allow_last_ip {
-                        entry["allowLastIP"] = json!(true);
-                    }
-                    entry
-                })
-                .collect();
-            let allocated = if entries.is_empty() {
-                Value::Null
-            } else {
-                Value::Array(entries)
-            };
-            json!({"spec": {"ipam": {"pools": {"allocated": allocated}}}})
-        }
-    }
-}
-
-/// The JSON merge patch of `operator-status` (an empty error clears it, as Cilium's
-/// `omitempty` does).
-#[must_use]
-pub fn status_patch(error: &str) -> Value {
-    if error.is_empty() {
-        json!({"status": {"ipam": {"operator-status": {"error": null}}}})
-    } else {
-        json!({"status": {"ipam": {"operator-status": {"error": error}}}})
-    }
-}
-
 /// Outcome of one node's writes.
 enum Done {
     Ok,
@@ -178,7 +135,10 @@ async fn carry_out(
     }
     // Each subresource gets one merge patch: the typed part and the cloud manager's patch
     // composed. A part stays queued until its patch went through.
-    let spec = compose_patches(p.spec.as_ref().map(spec_patch), p.spec_patch.clone());
+    let spec = compose_patches(
+        p.spec.as_ref().map(SpecPart::merge_patch),
+        p.spec_patch.clone(),
+    );
     if let Some(patch) = spec {
         match send(&api, &name, "spec", &patch, &metrics).await {
             Sent::Done => (p.spec, p.spec_patch) = (None, None),
@@ -330,29 +290,12 @@ pub async fn run(client: Client, mut ops: mpsc::UnboundedReceiver<Op>, metrics: 
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
-    use crate::ipam::multipool::Allocated;
 
     #[test]
-    fn patches_touch_only_the_operators_fields() {
-        assert_eq!(
-            spec_patch(&SpecPart::PodCidrs(vec!["10.0.0.0/24".into()])),
-            json!({"spec": {"ipam": {"podCIDRs": ["10.0.0.0/24"]}}})
-        );
-        let pools = SpecPart::PoolsAllocated(vec![Allocated {
-            pool: "mars".into(),
-            cidrs: vec!["10.0.11.0/27".into()],
-            allow_first_ip: false,
-            allow_last_ip: true,
-        }]);
-        assert_eq!(
-            spec_patch(&pools),
-            json!({"spec": {"ipam": {"pools": {"allocated": [{"pool": "mars", "cidrs": ["10.0.11.0/27"], "allowLastIP": true}]}}}})
-        );
-        assert_eq!(
-            spec_patch(&SpecPart::PoolsAllocated(Vec::new())),
-            json!({"spec": {"ipam": {"pools": {"allocated": null}}}})
-        );
+    fn queued_patches_compose() {
         assert_eq!(
             compose_patches(
                 Some(
@@ -373,10 +316,6 @@ mod tests {
         assert_eq!(
             compose_patches(None, Some(json!({"a": 1}))),
             Some(json!({"a": 1}))
-        );
-        assert_eq!(
-            status_patch(""),
-            json!({"status": {"ipam": {"operator-status": {"error": null}}}})
         );
     }
 }

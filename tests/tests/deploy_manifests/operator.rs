@@ -10,11 +10,13 @@ use std::{collections::BTreeMap, net::Ipv4Addr};
 use clap::{CommandFactory as _, Parser as _, parser::ValueSource};
 use serde_json::{Value, json};
 use weft_agent::config::AgentConfig;
+use weft_cluster_ipam::{
+    Family,
+    manager::{Allocator as _, ClusterPoolAllocator, MultiPoolAllocator},
+};
 use weft_operator::{
     cli::Cli,
     config::{ConfigError, IpamMode, LEASE_NAME, OperatorConfig},
-    ipam::Family,
-    manager::{Allocator as _, ClusterPoolAllocator, MultiPoolAllocator, PoolView},
 };
 
 use crate::{
@@ -288,10 +290,9 @@ pub(crate) fn assert_serves_the_agents(data: &BTreeMap<String, String>, what: &s
                 )
             });
             let mut allocator = MultiPoolAllocator::new(config.enable_ipv4, config.enable_ipv6);
-            let refused = allocator.pool_upsert(&PoolView {
-                name: pool.clone(),
-                spec: Ok(spec.clone()),
-            });
+            let refused = allocator
+                .pool_upsert(pool, spec)
+                .map_err(|e| weft_operator::chain(&e));
             assert_eq!(
                 refused,
                 Ok(Vec::new()),

@@ -1,34 +1,37 @@
 //! The operator's allocators, in-process on a single host. With `--store` there is no
-//! cilium-operator to answer the own CiliumNode, so the embedded store runs weft-operator's
-//! pure cores over its documents: cluster-pool hands out `spec.ipam.podCIDRs` from the
-//! `cluster-pool-*` settings, multi-pool carves the CiliumPodIPPools into
-//! `spec.ipam.pools.allocated` as `requested` grows and takes blocks back when the agent drops
-//! them. Every CiliumNode document is occupied first (the restore), then the own node is
-//! answered; errors go to `status.ipam.operator-status.error`.
+//! cilium-operator to answer the own CiliumNode, so the embedded store feeds its documents to
+//! the same node manager the operator runs (`weft_cluster_ipam::manager`): cluster-pool hands
+//! out `spec.ipam.podCIDRs` from the `cluster-pool-*` settings, multi-pool carves the
+//! CiliumPodIPPools into `spec.ipam.pools.allocated` as `requested` grows and takes blocks back
+//! when the agent drops them. The other nodes' documents are only observed (the agent never
+//! writes them: exactly what each lists is held); every CiliumNode document is occupied first
+//! (the restore), then the own node is answered; errors go to
+//! `status.ipam.operator-status.error`.
 //!
-//! This module converts the wire types, feeds the cores and says what to write
-//! ([`OperatorWrite`]). It reads no file and writes none: the store calls
-//! [`InProcessOperator::reconcile`] with its snapshot and the freshly read own document, under
-//! its writer lock. Against Kubernetes the real operator does this, and nothing here runs.
+//! This module turns the store's snapshot into the manager's events and the manager's answer
+//! into what to write ([`OperatorWrite`]); it allocates nothing itself. It reads no file and
+//! writes none: the store calls [`InProcessOperator::reconcile`] with its snapshot and the
+//! freshly read own document, under its writer lock. Against Kubernetes the real operator
+//! does this, and nothing here runs.
 
-mod clusterpool;
-mod multipool;
-mod pools;
-
-use std::{collections::BTreeSet, path::PathBuf};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::PathBuf,
+};
 
 use tracing::{info, warn};
-use weft_operator::ipam::{
+use weft_cluster_ipam::{
     Family,
     cidrset::CidrSetError,
     clusterpool::{ClusterPoolConfig, ClusterPoolError},
+    manager::{ClusterPoolAllocator, MultiPoolAllocator, NodeManager, SpecPart, Write},
+    node::NodeView,
+    pool::PoolView,
 };
 
-pub use self::pools::{PoolSpecError, pool_spec};
-use self::{clusterpool::ClusterPoolDriver, multipool::MultiPoolDriver};
 use crate::{
     config::AgentConfig,
-    crd::node::CiliumNode,
+    crd::{ipam::IpamPoolAllocation, node::CiliumNode, pool::CiliumPodIPPool},
     ipam::mode::IpamMode,
     store::{OperatorWrite, Snapshot},
 };
@@ -120,18 +123,15 @@ impl OperatorError {
     }
 }
 
-#[derive(Debug)]
-enum Core {
-    ClusterPool(ClusterPoolDriver),
-    MultiPool(MultiPoolDriver),
-}
-
 /// The operator's allocator for one node's store.
 #[derive(Debug)]
 pub struct InProcessOperator {
     node_name: String,
-    core: Core,
-    restored: bool,
+    manager: NodeManager,
+    /// Multi-pool mode (the whole `allocated` list is written each time).
+    multi_pool: bool,
+    /// The pool documents fed to the manager, by name (a pool is fed again when it changes).
+    pools: BTreeMap<String, CiliumPodIPPool>,
     /// CiliumNode documents that do not parse and were never read: their blocks are unknown.
     unknown: BTreeSet<PathBuf>,
     /// The own node's last error, to log each one once.
@@ -145,18 +145,19 @@ impl InProcessOperator {
     /// # Errors
     /// The cluster-pool settings do not make an allocator: the error names the key.
     pub fn new(config: &OperatorConfig, node_name: &str) -> Result<Self, OperatorError> {
-        let core = match config {
-            OperatorConfig::ClusterPool(pool) => Core::ClusterPool(
-                ClusterPoolDriver::new(pool).map_err(OperatorError::cluster_pool)?,
-            ),
+        let manager = match config {
+            OperatorConfig::ClusterPool(pool) => NodeManager::new(Box::new(
+                ClusterPoolAllocator::new(pool).map_err(OperatorError::cluster_pool)?,
+            )),
             OperatorConfig::MultiPool { ipv4, ipv6 } => {
-                Core::MultiPool(MultiPoolDriver::new(*ipv4, *ipv6))
+                NodeManager::new(Box::new(MultiPoolAllocator::new(*ipv4, *ipv6)))
             }
         };
         Ok(Self {
             node_name: node_name.to_owned(),
-            core,
-            restored: false,
+            manager,
+            multi_pool: matches!(config, OperatorConfig::MultiPool { .. }),
+            pools: BTreeMap::new(),
             unknown: BTreeSet::new(),
             last_error: String::new(),
         })
@@ -174,28 +175,24 @@ impl InProcessOperator {
         if self.blocked(snapshot) {
             return None;
         }
+        self.feed_pools(snapshot);
         let name = self.node_name.clone();
-        if let Core::MultiPool(core) = &mut self.core {
-            core.pools(snapshot);
-        }
-        if self.restored {
-            self.others(snapshot, &name);
+        let write = if self.manager.restored() {
+            self.observe_others(snapshot);
+            self.own(own)
         } else {
             // The own node's blocks first: its pods use them.
-            let _ = self.own(&name, own);
-            self.others(snapshot, &name);
-            match &mut self.core {
-                Core::ClusterPool(core) => core.restore_finished(),
-                Core::MultiPool(core) => core.restore_finished(),
-            }
-            self.restored = true;
+            let _ = self.own(own);
+            self.observe_others(snapshot);
+            let writes = self.manager.restore_finished();
             info!(
                 nodes = snapshot.nodes.len(),
                 "in-process allocator: every CiliumNode's blocks occupied"
             );
-        }
-        let write = self.own(&name, own)?;
-        if let Some(error) = &write.error
+            writes.into_iter().find(|w| w.node == name)
+        };
+        let answer = self.answer(own.is_some(), write)?;
+        if let Some(error) = &answer.error
             && *error != self.last_error
         {
             if error.is_empty() {
@@ -205,20 +202,69 @@ impl InProcessOperator {
             }
             self.last_error.clone_from(error);
         }
-        Some(write)
+        Some(answer)
     }
 
-    fn own(&mut self, name: &str, own: Option<&CiliumNode>) -> Option<OperatorWrite> {
-        match &mut self.core {
-            Core::ClusterPool(core) => core.own(name, own),
-            Core::MultiPool(core) => core.own(name, own),
+    /// Feeds the own node as just read (`None`: it is gone, its blocks are released).
+    fn own(&mut self, own: Option<&CiliumNode>) -> Option<Write> {
+        let Some(node) = own else {
+            let _ = self.manager.delete(&self.node_name);
+            return None;
+        };
+        self.manager.upsert_current(NodeView::from_node(node))
+    }
+
+    /// What to write to the own document: cluster-pool's `podCIDRs` when they change,
+    /// multi-pool's whole `allocated` list, and the error either way.
+    fn answer(&self, exists: bool, write: Option<Write>) -> Option<OperatorWrite> {
+        let view = self.manager.node(&self.node_name).filter(|_| exists)?;
+        let (pod_cidrs, allocated) = match write.and_then(|w| w.spec) {
+            // The allocator prints the prefixes it holds; they parse back.
+            Some(SpecPart::PodCidrs(cidrs)) => (
+                Some(cidrs.iter().filter_map(|c| c.parse().ok()).collect()),
+                None,
+            ),
+            _ if self.multi_pool => (None, Some(allocations(view))),
+            _ => (None, None),
+        };
+        Some(OperatorWrite {
+            pod_cidrs,
+            allocated,
+            error: Some(view.operator_error.clone()),
+        })
+    }
+
+    /// Upserts changed pools and deletes those whose document is gone.
+    fn feed_pools(&mut self, snapshot: &Snapshot) {
+        for (name, pool) in &snapshot.pools {
+            if self.pools.get(name) == Some(pool) {
+                continue;
+            }
+            self.pools.insert(name.clone(), pool.clone());
+            let _ = self.manager.pool_upsert(PoolView::from_pool(pool));
+        }
+        let gone: Vec<String> = (self.pools.keys())
+            .filter(|name| !snapshot.pools.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.pools.remove(&name);
+            let _ = self.manager.pool_delete(&name);
         }
     }
 
-    fn others(&mut self, snapshot: &Snapshot, own: &str) {
-        match &mut self.core {
-            Core::ClusterPool(core) => core.others(snapshot, own),
-            Core::MultiPool(core) => core.others(snapshot, own),
+    /// Observes every other node; forgets deleted ones.
+    fn observe_others(&mut self, snapshot: &Snapshot) {
+        let others = snapshot.nodes.iter().filter(|(n, _)| **n != self.node_name);
+        for (_, node) in others {
+            self.manager.observe(&NodeView::from_node(node));
+        }
+        let gone: Vec<String> = (self.manager.observed_names())
+            .filter(|n| !snapshot.nodes.contains_key(*n))
+            .map(str::to_owned)
+            .collect();
+        for name in gone {
+            let _ = self.manager.delete(&name);
         }
     }
 
@@ -242,6 +288,19 @@ impl InProcessOperator {
         }
         !self.unknown.is_empty()
     }
+}
+
+/// The manager's `spec.ipam.pools.allocated` of a node in the wire form.
+fn allocations(view: &NodeView) -> Vec<IpamPoolAllocation> {
+    (view.allocated.iter())
+        .map(|a| IpamPoolAllocation {
+            pool: a.pool.clone(),
+            allow_first_ip: a.allow_first_ip,
+            allow_last_ip: a.allow_last_ip,
+            // The allocator prints the prefixes it holds; they parse back.
+            cidrs: a.cidrs.iter().filter_map(|c| c.parse().ok()).collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! failed re-adoption is a warning, since the pool is applied either way.
 
 use super::{MultiPoolError, PoolAllocator, PoolSpec, Warning, hold, pool::Pool, unhold};
-use crate::ipam::Family;
+use crate::Family;
 
 impl PoolAllocator {
     /// Creates or updates pool `name`. Mask sizes (an absent family counts as 0) and

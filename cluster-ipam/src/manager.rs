@@ -1,9 +1,10 @@
-//! The node manager: the operator's one owner of allocation state. It keeps the latest view of
-//! every CiliumNode, hands each change to the mode's [`Allocator`], and answers with the
-//! [`Write`]s that bring the object in line (only the parts that differ from what the node
-//! holds). It is pure and synchronous — the Kubernetes side feeds it events and carries out
-//! its writes — so a cloud allocator (Azure, with its own API calls) plugs in as another
-//! [`Allocator`] whose answers come from its cached view of the cloud.
+//! The node manager of the block modes (cluster-pool, multi-pool): the one owner and the one
+//! driver of the block allocators. It keeps the latest view of every CiliumNode, hands each
+//! change to the mode's [`Allocator`], and answers with the [`Write`]s that bring the object in
+//! line (only the parts that differ from what the node holds). It is pure and synchronous: the
+//! operator's Kubernetes loop and the agent's single-host store feed it and carry out its
+//! writes. The cloud modes (Azure IPAM) are not an [`Allocator`]: their manager, with its own
+//! cloud API calls, lives in the operator (`weft_operator::cloud`).
 //!
 //! Writes are applied to the manager's view as soon as they are handed out and remembered as
 //! expected until a watch event shows them (or [`EXPECT_FOR`] has passed): an event that was
@@ -13,19 +14,72 @@
 
 mod clusterpool;
 mod multipool;
+mod patch;
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::{Duration, Instant},
 };
 
+use ipnet::IpNet;
 use tracing::{info, warn};
 
-pub use self::{clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator};
-use crate::{
-    ipam::{Family, multipool::Allocated},
-    node::NodeView,
+pub use self::{
+    clusterpool::ClusterPoolAllocator, multipool::MultiPoolAllocator, patch::status_patch,
 };
+use crate::{
+    Family,
+    clusterpool::{ClusterPoolConfig, ClusterPoolError},
+    multipool::{Allocated, MultiPoolError, PoolSpec},
+    node::NodeView,
+    pool::{PoolSpecError, PoolView},
+};
+
+/// Why a pool was refused; the allocator then changes nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolRefused {
+    /// The pool object does not convert (names the field).
+    #[error(transparent)]
+    Unusable(#[from] PoolSpecError),
+    /// One of its CIDRs overlaps a CIDR of another pool.
+    #[error(
+        "CiliumPodIPPool {pool} not applied: spec.{family}.cidrs {cidr} overlaps {clash} of pool \
+         {other}; give each pool CIDRs of its own"
+    )]
+    Overlap {
+        /// The refused pool.
+        pool: String,
+        /// `ipv4` or `ipv6`.
+        family: &'static str,
+        /// Its CIDR.
+        cidr: IpNet,
+        /// The other pool's CIDR it overlaps.
+        clash: IpNet,
+        /// The other pool.
+        other: String,
+    },
+    /// The allocator refused the change (an immutable field changed, a bad mask, …).
+    #[error("CiliumPodIPPool {pool} not applied")]
+    Rejected {
+        /// The refused pool.
+        pool: String,
+        /// The allocator's refusal (Cilium's text).
+        #[source]
+        source: MultiPoolError,
+    },
+}
+
+/// Why a configuration change was refused; the allocator then runs on as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconfigureError {
+    /// The cluster pool cannot take the new CIDRs or mask sizes (Cilium's text is the source).
+    #[error("the running allocator keeps its cluster pool as it was")]
+    ClusterPool {
+        /// The cluster pool's refusal.
+        #[source]
+        source: ClusterPoolError,
+    },
+}
 
 /// The part of `spec.ipam` the operator owns in a mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,29 +136,24 @@ pub struct BlockUsage {
     pub free: u64,
 }
 
-/// A CiliumPodIPPool as the manager is told of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolView {
-    /// The pool's name.
-    pub name: String,
-    /// Its spec, or why it cannot be used (names the field).
-    pub spec: Result<crate::ipam::multipool::PoolSpec, String>,
-}
-
 /// A mode's allocation policy, driven by the [`NodeManager`].
 pub trait Allocator: Send + std::fmt::Debug {
     /// A CiliumNode was added or changed: what it should hold.
     fn upsert(&mut self, node: &NodeView) -> Desired;
+    /// A CiliumNode this manager does not answer (another node's, in the agent's single-host
+    /// store, which never writes it) was added or changed: hold exactly the blocks it lists,
+    /// and never hand it more.
+    fn occupy(&mut self, node: &NodeView);
     /// A CiliumNode is gone: release what it held.
     fn release(&mut self, node: &str);
     /// Every existing CiliumNode was passed once; returns the nodes to pass again.
     fn restore_finished(&mut self) -> Vec<String>;
-    /// A pool was added or changed; returns lines to log, or why the pool is refused (it
-    /// then changes nothing). Modes without pools ignore it.
+    /// A usable pool was added or changed; returns lines to log, or why the pool is refused
+    /// (it then changes nothing). Modes without pools ignore it.
     ///
     /// # Errors
     /// The refusal, naming the field and the fix.
-    fn pool_upsert(&mut self, _pool: &PoolView) -> Result<Vec<String>, String> {
+    fn pool_upsert(&mut self, _name: &str, _spec: &PoolSpec) -> Result<Vec<String>, PoolRefused> {
         Ok(Vec::new())
     }
     /// A pool was deleted; returns lines to log.
@@ -112,11 +161,12 @@ pub trait Allocator: Send + std::fmt::Debug {
         Vec::new()
     }
     /// The configuration changed at runtime (a mounted ConfigMap was edited): apply what may
-    /// change, or refuse and change nothing. Modes with nothing to reconfigure accept.
+    /// change of the cluster pool's settings, or refuse and change nothing. Modes with nothing
+    /// to reconfigure accept.
     ///
     /// # Errors
-    /// Why the change is refused, naming the key and the fix.
-    fn reconfigure(&mut self, _config: &crate::config::OperatorConfig) -> Result<(), String> {
+    /// Why the change is refused.
+    fn reconfigure(&mut self, _cluster_pool: &ClusterPoolConfig) -> Result<(), ReconfigureError> {
         Ok(())
     }
     /// The node's usage.
@@ -177,6 +227,8 @@ pub struct NodeManager {
     /// Nodes whose last pass ended in an error: passed again when blocks are released.
     failed: BTreeSet<String>,
     restored: bool,
+    /// Nodes only observed ([`NodeManager::observe`]): their blocks are held, never changed.
+    observed: BTreeSet<String>,
 }
 
 impl NodeManager {
@@ -191,6 +243,7 @@ impl NodeManager {
             failed: BTreeSet::new(),
             postponed: BTreeSet::new(),
             restored: false,
+            observed: BTreeSet::new(),
         }
     }
 
@@ -230,9 +283,38 @@ impl NodeManager {
         self.reconcile(&name)
     }
 
+    /// The CiliumNode as it is now (read under its only writer's lock, so it cannot lag a
+    /// write handed out earlier): what it shows wins over what was handed out, then as
+    /// [`NodeManager::upsert`].
+    pub fn upsert_current(&mut self, view: NodeView) -> Option<Write> {
+        self.expected.remove(&view.name);
+        self.upsert(view)
+    }
+
+    /// A CiliumNode this manager does not answer was added or changed: its blocks are held as
+    /// it lists them (see [`Allocator::occupy`]); no write is ever handed out for it.
+    pub fn observe(&mut self, view: &NodeView) {
+        self.observed.insert(view.name.clone());
+        self.allocator.occupy(view);
+    }
+
+    /// Names of the CiliumNodes only observed.
+    pub fn observed_names(&self) -> impl Iterator<Item = &str> {
+        self.observed.iter().map(String::as_str)
+    }
+
+    /// The manager's view of a node it answers (with the writes it handed out applied).
+    #[must_use]
+    pub fn node(&self, name: &str) -> Option<&NodeView> {
+        self.nodes.get(name)
+    }
+
     /// A CiliumNode was deleted: its blocks go back to the pool, and the nodes whose
     /// allocation failed are passed again (the blocks may be what they wait for).
     pub fn delete(&mut self, name: &str) -> Vec<Write> {
+        if self.observed.remove(name) {
+            self.allocator.release(name);
+        }
         self.postponed.remove(name);
         self.expected.remove(name);
         self.failed.remove(name);
@@ -267,17 +349,21 @@ impl NodeManager {
     /// The allocator's refusal.
     pub fn reconfigure(
         &mut self,
-        config: &crate::config::OperatorConfig,
-    ) -> Result<Vec<Write>, String> {
-        self.allocator.reconfigure(config)?;
+        cluster_pool: &ClusterPoolConfig,
+    ) -> Result<Vec<Write>, ReconfigureError> {
+        self.allocator.reconfigure(cluster_pool)?;
         Ok(self.reconcile_all())
     }
 
     /// A pool changed: every node is looked at again. The second value is why the pool was
     /// refused, if it was (for an Event on the pool).
-    pub fn pool_upsert(&mut self, pool: &PoolView) -> (Vec<Write>, Option<String>) {
+    pub fn pool_upsert(&mut self, pool: PoolView) -> (Vec<Write>, Option<PoolRefused>) {
         self.pools.insert(pool.name.clone());
-        match self.allocator.pool_upsert(pool) {
+        let result = match pool.spec {
+            Ok(ref spec) => self.allocator.pool_upsert(&pool.name, spec),
+            Err(error) => Err(PoolRefused::from(error)),
+        };
+        match result {
             Ok(lines) => {
                 for line in lines {
                     warn!(pool = %pool.name, "{line}");
@@ -285,7 +371,7 @@ impl NodeManager {
                 (self.reconcile_all(), None)
             }
             Err(refused) => {
-                warn!(pool = %pool.name, "{refused}");
+                warn!(pool = %pool.name, error = %weft_k8s::error::chain(&refused), "pool refused");
                 (self.reconcile_all(), Some(refused))
             }
         }

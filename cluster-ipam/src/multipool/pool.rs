@@ -6,7 +6,7 @@
 use ipnet::IpNet;
 
 use super::{MultiPoolError, PoolSpec};
-use crate::ipam::{
+use crate::{
     Family,
     cidrset::{BlockStats, CidrSet, ReservedRange, build_sets},
 };

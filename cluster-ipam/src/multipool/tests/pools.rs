@@ -1,5 +1,5 @@
 use super::{alloc, expect, family, net, ready_with, req, spec, texts, view};
-use crate::ipam::{
+use crate::{
     cidrset::BlockStats,
     multipool::{MultiPoolError, PoolAllocator, PoolSpec, PoolStats, Warning},
 };

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnet::IpNet;
 
 use super::{AllocateFailure, Allocated, MultiPoolError, PoolAllocator, Requested, hold, unhold};
-use crate::ipam::Family;
+use crate::Family;
 
 impl PoolAllocator {
     /// Reconciles one CiliumNode's `spec.ipam.pools`: every CIDR of `allocated` is occupied

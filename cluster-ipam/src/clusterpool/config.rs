@@ -5,7 +5,7 @@
 use ipnet::IpNet;
 
 use super::ClusterPoolError;
-use crate::ipam::{
+use crate::{
     Family,
     cidrset::{BlockStats, CidrSet, build_sets},
 };

@@ -24,8 +24,8 @@ use thiserror::Error;
 
 use self::pool::Pool;
 pub use self::types::{Allocated, FamilySpec, PoolSpec, PoolStats, Requested, Warning};
-pub use super::cidrset::ReservedRange;
-use super::{Family, cidrset::CidrSetError};
+pub use crate::cidrset::ReservedRange;
+use crate::{Family, cidrset::CidrSetError};
 
 /// Errors of the multi-pool allocator (Cilium's texts unless said otherwise).
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -313,7 +313,7 @@ impl PoolAllocator {
         merged
             .into_iter()
             .map(|(name, mut cidrs)| {
-                cidrs.sort_by(super::family::prefix_cmp);
+                cidrs.sort_by(crate::family::prefix_cmp);
                 cidrs.dedup();
                 let (allow_first_ip, allow_last_ip) =
                     self.pools.get(name).map_or((false, false), Pool::flags);

@@ -7,7 +7,7 @@ use std::fmt;
 use ipnet::IpNet;
 
 use super::{MultiPoolError, ReservedRange};
-use crate::ipam::cidrset::BlockStats;
+use crate::cidrset::BlockStats;
 
 /// Something the caller should log; the allocator logs nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]

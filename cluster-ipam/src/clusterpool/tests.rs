@@ -1,7 +1,7 @@
 use ipnet::IpNet;
 
 use super::{ClusterPool, ClusterPoolConfig, ClusterPoolError, FamilyConfig, NodeResult, Warning};
-use crate::ipam::{Family, cidrset::BlockStats};
+use crate::{Family, cidrset::BlockStats};
 
 fn nets(cidrs: &[&str]) -> Vec<IpNet> {
     cidrs.iter().map(|c| c.parse().unwrap()).collect()

@@ -5,15 +5,14 @@
 use std::collections::BTreeMap;
 
 use ipnet::IpNet;
+use tracing::debug;
 
 use super::{
-    Allocator, BlockUsage, Desired, NodeUsage, PoolView, SpecPart, clusterpool::block_addresses,
+    Allocator, BlockUsage, Desired, NodeUsage, PoolRefused, SpecPart, clusterpool::block_addresses,
 };
 use crate::{
-    ipam::{
-        Family,
-        multipool::{PoolAllocator, Warning},
-    },
+    Family,
+    multipool::{PoolAllocator, PoolSpec, Warning},
     node::NodeView,
 };
 
@@ -86,6 +85,16 @@ impl Allocator for MultiPoolAllocator {
         }
     }
 
+    fn occupy(&mut self, node: &NodeView) {
+        if let Err(failure) = self
+            .pools
+            .allocate_to_node(&node.name, &[], &node.allocated)
+            && !failure.is_not_ready()
+        {
+            debug!(node = %node.name, error = %failure, "another node's allocated CIDRs are not all occupied");
+        }
+    }
+
     fn release(&mut self, node: &str) {
         self.pools.release_node(node);
     }
@@ -95,38 +104,37 @@ impl Allocator for MultiPoolAllocator {
         Vec::new()
     }
 
-    fn pool_upsert(&mut self, pool: &PoolView) -> Result<Vec<String>, String> {
-        let spec = pool
-            .spec
-            .as_ref()
-            .map_err(|reason| format!("CiliumPodIPPool {} cannot be used: {reason}", pool.name))?;
+    fn pool_upsert(&mut self, name: &str, spec: &PoolSpec) -> Result<Vec<String>, PoolRefused> {
         let mine: Vec<(&str, IpNet)> = [("ipv4", &spec.ipv4), ("ipv6", &spec.ipv6)]
             .into_iter()
             .filter_map(|(f, s)| s.as_ref().map(|s| (f, s)))
             .flat_map(|(f, s)| s.cidrs.iter().map(move |c| (f, *c)))
             .collect();
-        for (other, theirs) in self.cidrs.iter().filter(|(n, _)| **n != pool.name) {
+        for (other, theirs) in self.cidrs.iter().filter(|(n, _)| *n != name) {
             for (family, cidr) in &mine {
                 if let Some(clash) = theirs
                     .iter()
                     .find(|t| t.contains(&cidr.network()) || cidr.contains(&t.network()))
                 {
-                    let name = &pool.name;
-                    return Err(format!(
-                        "CiliumPodIPPool {name} not applied: spec.{family}.cidrs {cidr} \
-                         overlaps {clash} of pool {other}; give each pool CIDRs of its own"
-                    ));
+                    return Err(PoolRefused::Overlap {
+                        pool: name.to_owned(),
+                        family,
+                        cidr: *cidr,
+                        clash: *clash,
+                        other: other.clone(),
+                    });
                 }
             }
         }
-        let warnings = self
-            .pools
-            .upsert_pool(&pool.name, spec)
-            .map_err(|error| format!("CiliumPodIPPool {} not applied: {error}", pool.name))?;
-        self.cidrs.insert(
-            pool.name.clone(),
-            mine.into_iter().map(|(_, c)| c).collect(),
-        );
+        let warnings =
+            self.pools
+                .upsert_pool(name, spec)
+                .map_err(|source| PoolRefused::Rejected {
+                    pool: name.to_owned(),
+                    source,
+                })?;
+        self.cidrs
+            .insert(name.to_owned(), mine.into_iter().map(|(_, c)| c).collect());
         Ok(warnings.iter().map(warning_line).collect())
     }
 

@@ -14,7 +14,7 @@
 use ipnet::IpNet;
 
 use super::{ClusterPool, ClusterPoolError, NodeCidrs, NodeResult, Warning};
-use crate::ipam::Family;
+use crate::Family;
 
 /// What [`ClusterPool::reuse`] did when it did not fail outright.
 struct Reused {

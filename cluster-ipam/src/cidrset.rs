@@ -14,7 +14,7 @@ use ipnet::IpNet;
 use thiserror::Error;
 
 use self::intervals::Intervals;
-use super::{
+use crate::{
     Family,
     family::{addr_to_u128, u128_to_addr},
 };

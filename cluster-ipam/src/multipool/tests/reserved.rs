@@ -1,7 +1,7 @@
 use std::net::IpAddr;
 
 use super::{alloc, expect, family, ready_with, req, spec, texts, view};
-use crate::ipam::{
+use crate::{
     cidrset::BlockStats,
     multipool::{MultiPoolError, PoolAllocator, PoolSpec, ReservedRange},
 };

@@ -1,18 +1,70 @@
-//! A CiliumPodIPPool document (v2alpha1 or v2) as the multi-pool allocator's [`PoolSpec`]:
-//! CIDRs and mask size per family, `allowFirstIP`/`allowLastIP`, and (v2) the `reservedRanges`
-//! of each `pool[]` entry, which must name one of the family's CIDRs and lie inside it. A field
-//! that does not convert is named with its path; the pool is then not applied at all.
+//! The one CiliumPodIPPool conversion: a pool object (v2alpha1 or v2) as the multi-pool
+//! allocator's [`PoolSpec`]: CIDRs and mask size per family, `allowFirstIP`/`allowLastIP`, and
+//! (v2) the `reservedRanges` of each `pool[]` entry, which must name one of the family's CIDRs
+//! and lie inside it. A field that does not convert is named with its path; the pool is then
+//! not applied at all. The operator's watch and the agent's store both convert through here;
+//! neither reads a pool's fields itself.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use weft_operator::ipam::multipool::{FamilySpec, PoolSpec, ReservedRange};
+use serde_json::Value;
+use weft_k8s::{
+    crd::pool::{CiliumPodIPPool, PoolFamilySpec},
+    resource::{FieldError, decode},
+};
 
-use crate::crd::pool::{CiliumPodIPPool, PoolFamilySpec};
+use crate::multipool::{FamilySpec, PoolSpec, ReservedRange};
+
+/// A CiliumPodIPPool as the node manager is told of it.
+#[derive(Debug)]
+pub struct PoolView {
+    /// The pool's name.
+    pub name: String,
+    /// Its spec, or why it cannot be used (names the field).
+    pub spec: Result<PoolSpec, PoolSpecError>,
+}
+
+impl PoolView {
+    /// A pool object as the API server sent it.
+    #[must_use]
+    pub fn from_json(doc: &Value) -> Self {
+        let name = doc
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let spec = decode::<CiliumPodIPPool>(doc)
+            .map_err(|source| PoolSpecError::Decode {
+                pool: name.clone(),
+                source,
+            })
+            .and_then(|pool| pool_spec(&pool));
+        Self { name, spec }
+    }
+
+    /// A typed pool (a store's document).
+    #[must_use]
+    pub fn from_pool(pool: &CiliumPodIPPool) -> Self {
+        Self {
+            name: pool.name().to_owned(),
+            spec: pool_spec(pool),
+        }
+    }
+}
 
 /// Why a CiliumPodIPPool cannot be handed to the allocator.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum PoolSpecError {
+    /// The object does not have a pool's form.
+    #[error("CiliumPodIPPool {pool}")]
+    Decode {
+        /// The pool.
+        pool: String,
+        /// The field of the wrong form.
+        #[source]
+        source: FieldError,
+    },
     /// A CIDR or a `pool[].cidr` does not parse.
     #[error("CiliumPodIPPool {pool}: {field} {value:?} is not a CIDR")]
     InvalidCidr {
@@ -162,7 +214,7 @@ mod tests {
 
     use super::*;
 
-    fn decode(doc: &serde_json::Value) -> CiliumPodIPPool {
+    fn decode(doc: &Value) -> CiliumPodIPPool {
         serde_json::from_value(doc.clone()).expect("a pool")
     }
 
@@ -200,9 +252,8 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let pool = |ipv4: serde_json::Value| {
-            decode(&json!({"metadata": {"name": "p"}, "spec": {"ipv4": ipv4}}))
-        };
+        let pool =
+            |ipv4: Value| decode(&json!({"metadata": {"name": "p"}, "spec": {"ipv4": ipv4}}));
         let error = |ipv4| pool_spec(&pool(ipv4)).expect_err("refused").to_string();
         assert_eq!(
             error(json!({"cidrs": ["10.0.0.0/16", "nope"], "maskSize": 24})),
@@ -226,5 +277,49 @@ mod tests {
                                    "reservedRanges": [{"start": "10.0.0.1", "end": "x"}]}]}))
             .contains("spec.ipv4.pool[0].reservedRanges[0].end \"x\" is not an IP address")
         );
+    }
+
+    #[test]
+    fn v2_pool_with_reserved_ranges_from_json() {
+        let view = PoolView::from_json(&json!({
+            "metadata": {"name": "default"},
+            "spec": {"ipv4": {"cidrs": ["10.10.0.0/16", "10.20.0.0/16"], "maskSize": 24,
+                "pool": [{"cidr": "10.10.0.0/16", "reservedRanges": [{"start": "10.10.0.0", "end": "10.10.255.255"}]}]},
+                "allowLastIP": true}
+        }));
+        let spec = view.spec.expect("usable");
+        assert_eq!(spec.reserved.len(), 1);
+        assert!(spec.allow_last_ip && !spec.allow_first_ip);
+        assert_eq!(spec.ipv4.map(|f| f.mask_size), Some(24));
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        for (ipv4, want) in [
+            (
+                json!({"cidrs": ["10.0.0.0/8", "banana"], "maskSize": 24}),
+                "spec.ipv4.cidrs[1]",
+            ),
+            (
+                json!({"cidrs": ["10.0.0.0/8"], "maskSize": 24, "pool": [{"cidr": "11.0.0.0/8"}]}),
+                "spec.ipv4.pool[0].cidr",
+            ),
+            (
+                json!({"cidrs": ["10.0.0.0/8"], "maskSize": 24, "pool": [{"cidr": "10.0.0.0/8", "reservedRanges": [{"start": "10.0.0.9", "end": "10.0.0.1"}]}]}),
+                "spec.ipv4.pool[0].reservedRanges[0]",
+            ),
+            (
+                json!({"cidrs": ["10.0.0.0/8"], "maskSize": "big"}),
+                "field spec.ipv4.maskSize",
+            ),
+        ] {
+            let view =
+                PoolView::from_json(&json!({"metadata": {"name": "p"}, "spec": {"ipv4": ipv4}}));
+            let err = weft_k8s::error::chain(&view.spec.expect_err("refused"));
+            assert!(
+                err.starts_with(&format!("CiliumPodIPPool p: {want}")),
+                "{err}"
+            );
+        }
     }
 }

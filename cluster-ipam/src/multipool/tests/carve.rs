@@ -1,5 +1,5 @@
 use super::{alloc, expect, family, net, ready_with, req, spec, texts, view};
-use crate::ipam::multipool::{MultiPoolError, PoolAllocator, PoolSpec, pool::addrs_in_prefix};
+use crate::multipool::{MultiPoolError, PoolAllocator, PoolSpec, pool::addrs_in_prefix};
 
 #[test]
 fn addrs_in_prefix_follows_first_and_last_rules() {

@@ -19,7 +19,7 @@ use self::config::FamilyPool;
 pub use self::config::{
     ClusterPoolConfig, DEFAULT_IPV4_MASK_SIZE, DEFAULT_IPV6_MASK_SIZE, FamilyConfig,
 };
-use super::{
+use crate::{
     Family,
     cidrset::{BlockStats, CidrSetError},
     family::go_list,

@@ -1,14 +1,15 @@
 //! Cluster-pool mode as an [`Allocator`]: each CiliumNode's `spec.ipam.podCIDRs` from the
 //! cluster pool ([`ClusterPool`]).
 
-use ipnet::IpNet;
+use std::collections::BTreeSet;
 
-use super::{Allocator, BlockUsage, Desired, NodeUsage, SpecPart};
+use ipnet::IpNet;
+use tracing::debug;
+
+use super::{Allocator, BlockUsage, Desired, NodeUsage, ReconfigureError, SpecPart};
 use crate::{
-    ipam::{
-        Family,
-        clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError},
-    },
+    Family,
+    clusterpool::{ClusterPool, ClusterPoolConfig, ClusterPoolError},
     node::NodeView,
 };
 
@@ -58,7 +59,7 @@ impl Allocator for ClusterPoolAllocator {
                 .warnings
                 .iter()
                 .map(|w| match w {
-                    crate::ipam::clusterpool::Warning::DuplicateCidr { error, .. } => {
+                    crate::clusterpool::Warning::DuplicateCidr { error, .. } => {
                         format!("{w} error=\"{error}\"")
                     }
                 })
@@ -67,10 +68,34 @@ impl Allocator for ClusterPoolAllocator {
         }
     }
 
-    fn reconfigure(&mut self, config: &crate::config::OperatorConfig) -> Result<(), String> {
+    fn reconfigure(&mut self, cluster_pool: &ClusterPoolConfig) -> Result<(), ReconfigureError> {
         self.pool
-            .reconfigure(&config.cluster_pool)
-            .map_err(|e| format!("{e}; the running operator keeps its cluster pool as it was"))
+            .reconfigure(cluster_pool)
+            .map_err(|source| ReconfigureError::ClusterPool { source })
+    }
+
+    fn occupy(&mut self, node: &NodeView) {
+        let name = &node.name;
+        let listed: BTreeSet<IpNet> = (node.pod_cidrs.iter())
+            .filter_map(|c| c.parse::<IpNet>().ok())
+            .map(|c| c.trunc())
+            .collect();
+        let held: BTreeSet<IpNet> =
+            (self.pool.node_cidrs(name).unwrap_or_default().into_iter()).collect();
+        if held == listed {
+            return;
+        }
+        self.pool.release_node(name);
+        if node.pod_cidrs.is_empty() {
+            return;
+        }
+        let result = self.pool.allocate_node(name, &node.pod_cidrs);
+        for warning in &result.warnings {
+            debug!(node = %name, %warning, "another node's CiliumNode lists a block held elsewhere");
+        }
+        if let Some(error) = &result.error {
+            debug!(node = %name, %error, "another node's podCIDRs are not all occupied");
+        }
     }
 
     fn release(&mut self, node: &str) {

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::ipam::clusterpool::{ClusterPoolConfig, FamilyConfig};
+use crate::clusterpool::{ClusterPoolConfig, FamilyConfig};
 
 fn manager() -> NodeManager {
     let config = ClusterPoolConfig {
@@ -102,9 +102,9 @@ fn garbage_keeps_the_allocation_and_names_the_field() {
 
 #[test]
 fn a_stale_event_does_not_release_blocks_just_given() {
-    use crate::ipam::multipool::{FamilySpec, PoolSpec};
+    use crate::multipool::{FamilySpec, PoolSpec};
     let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
-    let _ = m.pool_upsert(&PoolView {
+    let _ = m.pool_upsert(PoolView {
         name: "default".into(),
         spec: Ok(PoolSpec {
             ipv4: Some(FamilySpec {
@@ -146,7 +146,7 @@ fn a_stale_event_does_not_release_blocks_just_given() {
 
 #[test]
 fn an_overlapping_pool_is_refused_and_changes_nothing() {
-    use crate::ipam::multipool::{FamilySpec, PoolSpec};
+    use crate::multipool::{FamilySpec, PoolSpec};
     let pool = |name: &str, cidr: &str| PoolView {
         name: name.into(),
         spec: Ok(PoolSpec {
@@ -158,14 +158,97 @@ fn an_overlapping_pool_is_refused_and_changes_nothing() {
         }),
     };
     let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
-    assert_eq!(m.pool_upsert(&pool("a", "10.0.0.0/16")).1, None);
-    let (_, refused) = m.pool_upsert(&pool("b", "10.0.5.0/24"));
-    let refused = refused.expect("refused");
+    assert_eq!(
+        m.pool_upsert(pool("a", "10.0.0.0/16"))
+            .1
+            .map(|r| r.to_string()),
+        None
+    );
+    let (_, refused) = m.pool_upsert(pool("b", "10.0.5.0/24"));
+    let refused = weft_k8s::error::chain(&refused.expect("refused"));
     assert!(
         refused.contains("spec.ipv4.cidrs 10.0.5.0/24 overlaps 10.0.0.0/16 of pool a"),
         "{refused}"
     );
     // The same pool may change its own CIDRs; b was never applied.
-    assert_eq!(m.pool_upsert(&pool("a", "10.0.0.0/8")).1, None);
-    assert_eq!(m.pool_upsert(&pool("b", "11.0.0.0/24")).1, None);
+    assert_eq!(
+        m.pool_upsert(pool("a", "10.0.0.0/8"))
+            .1
+            .map(|r| r.to_string()),
+        None
+    );
+    assert_eq!(
+        m.pool_upsert(pool("b", "11.0.0.0/24"))
+            .1
+            .map(|r| r.to_string()),
+        None
+    );
+}
+
+#[test]
+fn observed_nodes_hold_what_they_list_and_get_nothing_more() {
+    let mut m = manager();
+    m.observe(&node("other", &["10.0.0.0/24"]));
+    m.observe(&node("empty", &[]));
+    assert_eq!(
+        m.upsert(node("own", &[])),
+        None,
+        "postponed until the restore"
+    );
+    let writes = m.restore_finished();
+    assert_eq!(
+        writes,
+        [Write {
+            node: "own".into(),
+            spec: Some(SpecPart::PodCidrs(vec!["10.0.1.0/24".into()])),
+            error: None,
+        }],
+        "the observed nodes are not answered; other's block is not reissued"
+    );
+    assert_eq!(m.node_names().collect::<Vec<_>>(), ["own"]);
+    assert_eq!(m.observed_names().collect::<Vec<_>>(), ["empty", "other"]);
+    // The observed node drops its block and lists another: exactly that is held.
+    m.observe(&node("other", &["10.0.2.0/24"]));
+    assert!(m.delete("empty").is_empty());
+    let next = m.upsert(node("next", &[])).expect("a block");
+    assert_eq!(
+        next.spec,
+        Some(SpecPart::PodCidrs(vec!["10.0.3.0/24".into()]))
+    );
+    assert!(m.delete("other").is_empty());
+    assert_eq!(m.observed_names().count(), 0);
+}
+
+#[test]
+fn a_current_read_wins_over_a_write_handed_out() {
+    use crate::multipool::{FamilySpec, PoolSpec};
+    let mut m = NodeManager::new(Box::new(MultiPoolAllocator::new(true, false)));
+    let _ = m.pool_upsert(PoolView {
+        name: "default".into(),
+        spec: Ok(PoolSpec {
+            ipv4: Some(FamilySpec {
+                cidrs: vec!["10.10.0.0/24".parse().expect("cidr")],
+                mask_size: 28,
+            }),
+            ..PoolSpec::default()
+        }),
+    });
+    m.restore_finished();
+    let wanting = |needed: u64, allocated: serde_json::Value| {
+        NodeView::from_json(
+            &json!({"metadata": {"name": "n1"}, "spec": {"ipam": {"pools": {
+            "requested": [{"pool": "default", "needed": {"ipv4-addrs": needed}}],
+            "allocated": allocated}}}}),
+        )
+    };
+    let write = m.upsert(wanting(20, json!(null))).expect("blocks carved");
+    let Some(SpecPart::PoolsAllocated(pools)) = &write.spec else {
+        panic!("{write:?}");
+    };
+    assert_eq!(pools[0].cidrs.len(), 2);
+    // Read under the writer's lock: the node dropped its second block; that is what it holds.
+    let dropped = json!([{"pool": "default", "cidrs": ["10.10.0.0/28"]}]);
+    assert_eq!(m.upsert_current(wanting(5, dropped)), None);
+    let held = m.node("n1").expect("n1");
+    assert_eq!(held.allocated[0].cidrs, ["10.10.0.0/28"]);
 }
