@@ -102,7 +102,8 @@ fn agent_keys(out: &mut String) {
          | key | default | modes | store | flag | Cilium | meaning |\n\
          |---|---|---|---|---|---|---|\n",
     );
-    for doc in &agent::REFERENCE {
+    for row in &agent::REFERENCE {
+        let doc = &row.doc;
         let modes = match doc.modes {
             agent::Modes::All => "every".to_owned(),
             agent::Modes::Only(modes) => modes
@@ -111,7 +112,7 @@ fn agent_keys(out: &mut String) {
                 .collect::<Vec<_>>()
                 .join(", "),
         };
-        let store = match doc.stores {
+        let store = match row.stores {
             agent::Stores::Both => "both",
             agent::Stores::Kubernetes => "kubernetes",
             agent::Stores::Embedded => "single-host",
@@ -124,6 +125,7 @@ fn agent_keys(out: &mut String) {
         let cilium = match doc.cilium {
             agent::Cilium::Agent => format!("cilium-agent `{}`", doc.key),
             agent::Cilium::Operator => format!("cilium-operator `{}`", doc.key),
+            agent::Cilium::Weft(instead) => format!("weft's ({})", cell(instead)),
         };
         let _ = writeln!(
             out,
