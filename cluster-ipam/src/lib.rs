@@ -5,3 +5,5 @@
 //!
 //! Dependencies run one way: both programs depend on this crate, and it depends only on
 //! `weft-k8s` (the CRD wire types); it never depends on either program.
+
+pub mod operator_keys;

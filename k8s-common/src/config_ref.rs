@@ -129,13 +129,19 @@ pub fn lookup<'a, R, M: 'static>(
     rows.iter().find(|row| doc(row).key == key)
 }
 
-/// The `clap` argument of a row with a flag (`None` for [`Flag::None`]); its id is the key.
+/// The `clap` argument of a row with a flag (`None` for [`Flag::None`]); its id is the key, its
+/// help the meaning and the default (shown, not applied: the caller resolves defaults).
 #[must_use]
 pub fn clap_arg<M>(doc: &KeyDoc<M>) -> Option<clap::Arg> {
     let arg = clap::Arg::new(doc.key)
         .long(doc.key)
         .value_name(doc.key.to_uppercase().replace('-', "_"))
-        .help(doc.meaning);
+        .help(match doc.default {
+            DefaultValue::Value(value) if !value.is_empty() => {
+                format!("{} [default: {value}]", doc.meaning)
+            }
+            _ => doc.meaning.to_owned(),
+        });
     let arg = match doc.flag {
         Flag::None => return None,
         Flag::Value => arg.action(clap::ArgAction::Set),

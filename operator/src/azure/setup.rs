@@ -13,7 +13,10 @@ use super::{
     imds::{self, Imds, ImdsError},
     instances::Instances,
 };
-use crate::{config::AzureConfig, metrics::Metrics};
+use crate::{
+    config::{AzureConfig, CloudConfig},
+    metrics::Metrics,
+};
 
 /// The Azure provider the operator runs with.
 pub type AzureProvider = Instances<ArmClient>;
@@ -62,6 +65,7 @@ pub fn check(config: &AzureConfig) -> Result<(), SetupError> {
 /// See [`SetupError`].
 pub async fn provider(
     config: &AzureConfig,
+    limits: &CloudConfig,
     metrics: &Metrics,
 ) -> Result<AzureProvider, SetupError> {
     check(config)?;
@@ -101,8 +105,8 @@ pub async fn provider(
         resource_group.trim(),
         &cloud.scope(),
     );
-    settings.qps = config.api_qps;
-    settings.burst = config.api_burst;
+    settings.qps = limits.api_qps;
+    settings.burst = limits.api_burst;
     let client = ArmClient::new(settings, Arc::new(credential), metrics.azure.clone())
         .map_err(SetupError::Client)?;
     Ok(Instances::new(
