@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use tracing::info;
+use weft_cluster_ipam::operator_keys as keys;
 
 use super::{
     api::{ArmClient, ArmError, ArmSettings},
@@ -25,12 +26,15 @@ pub type AzureProvider = Instances<ArmClient>;
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// `--azure-user-assigned-identity-id` is unusable.
-    #[error("azure-user-assigned-identity-id")]
+    #[error("{}", keys::AZURE_USER_ASSIGNED_IDENTITY_ID.key)]
     Identity(#[source] AuthError),
     /// IMDS could not be read.
     #[error(
-        "reading the instance metadata (--azure-imds-endpoint {endpoint}); outside Azure set \
-         --azure-subscription-id, --azure-resource-group and --azure-arm-endpoint"
+        "reading the instance metadata (--{} {endpoint}); outside Azure set --{}, --{} and --{}",
+        keys::AZURE_IMDS_ENDPOINT.key,
+        keys::AZURE_SUBSCRIPTION_ID.key,
+        keys::AZURE_RESOURCE_GROUP.key,
+        keys::AZURE_ARM_ENDPOINT.key
     )]
     Imds {
         /// The IMDS base URL.
