@@ -6,8 +6,6 @@
 //! the feature guard's list of known keys and `cargo xtask gen-config-ref`. The tests below fail
 //! when a key has two rows or documents a default that is not the code's. It reads no file.
 
-use std::path::PathBuf;
-
 pub use weft_k8s::config_ref::{Cilium, DefaultValue, Flag};
 
 use super::{AgentConfig, ConfigError, apply::Given};
@@ -85,7 +83,7 @@ const IN_TELEMETRY: Apply = |_, _| Ok(());
 /// What the `eni-*` tag keys accept.
 const TAGS: &str = "comma-separated key=value pairs";
 
-use IpamMode::{AlibabaCloud, Azure, ClusterPool, Crd, Eni, MultiPool};
+use IpamMode::{AlibabaCloud, Azure, ClusterPool, Crd, Eni};
 
 /// The modes whose CiliumNode carries `min/pre/max-allocate` (Cilium's ENI/Azure/CRD family).
 const WATERMARK_MODES: &[IpamMode] = &[Crd, Eni, Azure, AlibabaCloud];
@@ -163,515 +161,61 @@ const fn pool(
     )
 }
 
-use DefaultValue::{Empty, Value};
+mod node;
+mod seed;
 
-/// The `ipam` row.
-pub const IPAM: Key = agent(
-    "ipam",
-    Value("cluster-pool"),
-    Modes::All,
-    "IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure or alibabacloud \
-         (Cilium's delegated-plugin is refused)",
-    |c, v| {
-        c.ipam = v.mode()?;
-        Ok(())
-    },
-)
-.flag(VALUE);
+pub use self::node::{
+    ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, IPAM, ONLY_MASQUERADE_DEFAULT_POOL,
+    PROMETHEUS_SERVE_ADDR,
+};
 
-/// The `enable-ipv4` row.
-pub const ENABLE_IPV4: Key = agent(
-    "enable-ipv4",
-    Value("true"),
-    Modes::All,
-    "allocate IPv4 addresses (at least one family must be on)",
-    |c, v| {
-        c.enable_ipv4 = v.bool()?;
-        Ok(())
-    },
-)
-.flag(SWITCH);
-
-/// The `enable-ipv6` row.
-pub const ENABLE_IPV6: Key = agent(
-    "enable-ipv6",
-    Value("false"),
-    Modes::All,
-    "allocate IPv6 addresses",
-    |c, v| {
-        c.enable_ipv6 = v.bool()?;
-        Ok(())
-    },
-)
-.flag(SWITCH);
-
-/// The `only-masquerade-default-pool` row.
-pub const ONLY_MASQUERADE_DEFAULT_POOL: Key = agent(
-    "only-masquerade-default-pool",
-    Value("false"),
-    Modes::Only(&[MultiPool]),
-    "masquerade only pods of the default pool (requires enable-bpf-masquerade)",
-    |c, v| {
-        c.only_masquerade_default_pool = v.bool()?;
-        Ok(())
-    },
-)
-.flag(SWITCH);
-
-/// The `enable-bpf-masquerade` row.
-pub const ENABLE_BPF_MASQUERADE: Key = agent(
-    "enable-bpf-masquerade",
-    Value("false"),
-    Modes::All,
-    "masquerade pod traffic leaving through the native devices in eBPF (`to_netdev`)",
-    |c, v| {
-        c.enable_bpf_masquerade = v.bool()?;
-        Ok(())
-    },
-)
-.flag(SWITCH);
-
-/// The `prometheus-serve-addr` row.
-pub const PROMETHEUS_SERVE_ADDR: Key = agent(
-    "prometheus-serve-addr",
-    Empty("`/metrics` on `--health-addr` only"),
-    Modes::All,
-    "also serve `/metrics` here (`:9962`: every interface); the `--prometheus-serve-addr` flag (`WEFT_PROMETHEUS_SERVE_ADDR`) wins",
-    |c, v| {
-        if !v.value.is_empty() {
-            c.prometheus_serve_addr = Some(
-                crate::cli::parse_listen_addr(v.value)
-                    .map_err(|_| v.bad("host:port, or :port for every interface (:9962)"))?,
-            );
-        }
-        Ok(())
-    },
-);
-
-/// Every key the agent reads.
+/// Every key the agent reads, in the documentation's order.
 pub const REFERENCE: [Key; 45] = [
     IPAM,
-    agent(
-        "ipam-default-ip-pool",
-        Value("default"),
-        Modes::Only(&[MultiPool]),
-        "pool of a pod that no annotation or CiliumPodIPPool selector places elsewhere",
-        |c, v| {
-            if !v.value.is_empty() {
-                v.value.clone_into(&mut c.default_pool);
-            }
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        "ipam-multi-pool-pre-allocation",
-        Empty("`<ipam-default-ip-pool>=8`"),
-        Modes::Only(&[MultiPool]),
-        "free addresses to keep per pool, `pool=count,…` or a JSON object",
-        |c, v| {
-            v.value.clone_into(&mut c.multi_pool_pre_allocation);
-            Ok(())
-        },
-    )
-    .flag(VALUE),
+    node::IPAM_DEFAULT_IP_POOL,
+    node::IPAM_MULTI_POOL_PRE_ALLOCATION,
     ENABLE_IPV4,
     ENABLE_IPV6,
-    agent(
-        "ipam-cilium-node-update-rate",
-        Value("15s"),
-        Modes::All,
-        "minimum interval between two writes of the own CiliumNode (Go duration)",
-        |c, v| {
-            c.node_update_rate = v.duration()?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        "enable-health-checking",
-        Value("true"),
-        Modes::Only(&[Crd, Azure, AlibabaCloud]),
-        "the CRD allocator waits for 2 addresses before it is ready",
-        |c, v| {
-            c.health_checking = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
+    node::IPAM_CILIUM_NODE_UPDATE_RATE,
+    node::ENABLE_HEALTH_CHECKING,
     ONLY_MASQUERADE_DEFAULT_POOL,
     ENABLE_BPF_MASQUERADE,
-    agent(
-        "enable-ipv4-masquerade",
-        Value("true"),
-        Modes::All,
-        "masquerade IPv4 pod traffic (with enable-bpf-masquerade)",
-        |c, v| {
-            c.enable_ipv4_masquerade = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
-    agent(
-        "enable-ipv6-masquerade",
-        Value("true"),
-        Modes::All,
-        "masquerade IPv6 pod traffic (with enable-bpf-masquerade and enable-ipv6)",
-        |c, v| {
-            c.enable_ipv6_masquerade = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
-    agent(
-        "devices",
-        Empty("the device of the IPv4 default route, else of the IPv6 one"),
-        Modes::All,
-        "native devices, separated by commas or spaces",
-        |c, v| {
-            c.devices = v
-                .value
-                .split([',', ' '])
-                .filter(|d| !d.is_empty())
-                .map(str::to_owned)
-                .collect();
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        "enable-ip-masq-agent",
-        Value("false"),
-        Modes::All,
-        "read non-masquerade CIDRs from the ip-masq-agent file",
-        |c, v| {
-            c.enable_ip_masq_agent = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
-    agent(
-        "ip-masq-agent-config-path",
-        Value(super::DEFAULT_IP_MASQ_AGENT_CONFIG),
-        Modes::All,
-        "the ip-masq-agent file (YAML or JSON; watched, edits apply without a restart)",
-        |c, v| {
-            if !v.value.is_empty() {
-                c.ip_masq_agent_config_path = PathBuf::from(v.value);
-            }
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        "ipv4-native-routing-cidr",
-        Empty("none"),
-        Modes::All,
-        "IPv4 destinations that keep the pod address (not masqueraded)",
-        |c, v| {
-            if let Some(cidr) = v.cidr("IPv4")? {
-                c.ipv4_native_routing_cidr = Some(cidr);
-            }
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        "ipv6-native-routing-cidr",
-        Empty("none"),
-        Modes::All,
-        "IPv6 destinations that keep the pod address (not masqueraded)",
-        |c, v| {
-            if let Some(cidr) = v.cidr("IPv6")? {
-                c.ipv6_native_routing_cidr = Some(cidr);
-            }
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "auto-create-cilium-node-resource",
-        Value("true"),
-        Modes::All,
-        "create the own CiliumNode when missing, and seed it from the Node",
-        |c, v| {
-            c.node_seed.auto_create = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
-    seed(
-        "ipam-min-allocate",
-        Value("0"),
-        Modes::Only(WATERMARK_MODES),
-        "`spec.ipam.min-allocate` to seed (0: unset)",
-        |c, v| {
-            c.node_seed.min_allocate = v.count()?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "ipam-pre-allocate",
-        Value("0"),
-        Modes::Only(WATERMARK_MODES),
-        "`spec.ipam.pre-allocate` to seed (0: unset; the operator then uses 8)",
-        |c, v| {
-            c.node_seed.pre_allocate = v.count()?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "ipam-max-allocate",
-        Value("0"),
-        Modes::Only(WATERMARK_MODES),
-        "`spec.ipam.max-allocate` to seed (0: unset)",
-        |c, v| {
-            c.node_seed.max_allocate = v.count()?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "ipam-static-ip-tags",
-        Empty("none"),
-        Modes::All,
-        "`spec.ipam.static-ip-tags` to seed, `key=value,…`; pods wait for the static IP",
-        |c, v| {
-            c.node_seed.static_ip_tags =
-                v.tags("comma-separated key=value pairs, e.g. team=a,env=prod")?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "azure-interface-name",
-        Empty("every NIC"),
-        Modes::Only(&[Azure]),
-        "`spec.azure.interface-name` to seed: allocate on that NIC only",
-        |c, v| {
-            v.value.clone_into(&mut c.node_seed.azure_interface_name);
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "read-cni-conf",
-        Empty("none"),
-        Modes::All,
-        "a CNI configuration file whose `ipam`, `eni` and `azure` values win when seeding",
-        |c, v| {
-            c.node_seed.read_cni_conf = (!v.value.is_empty()).then(|| PathBuf::from(v.value));
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        "auto-direct-node-routes",
-        Value("false"),
-        Modes::All,
-        "route other nodes' pod CIDRs via their addresses (nodes on one L2 network)",
-        |c, v| {
-            c.auto_direct_node_routes = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
-    agent(
-        "cluster-name",
-        Value("default"),
-        Modes::All,
-        "cluster name in every pod's security labels",
-        |c, v| {
-            if !v.value.is_empty() {
-                v.value.clone_into(&mut c.cluster_name);
-            }
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    seed(
-        "agent-not-ready-taint-key",
-        Value("node.cilium.io/agent-not-ready"),
-        Modes::All,
-        "the taint removed from the own Node once the agent serves CNI (empty: none)",
-        |c, v| {
-            v.value.clone_into(&mut c.not_ready_taint_key);
-            Ok(())
-        },
-    ),
-    doc(
-        "remove-cilium-node-taints",
-        Value("true"),
-        Modes::All,
-        Stores::Kubernetes,
-        Cilium::Operator,
-        "remove agent-not-ready-taint-key from the own Node once ready (Cilium's operator does \
-             it for its agents)",
-        |c, v| {
-            c.remove_node_taints = v.bool()?;
-            Ok(())
-        },
-    ),
+    node::ENABLE_IPV4_MASQUERADE,
+    node::ENABLE_IPV6_MASQUERADE,
+    node::DEVICES,
+    node::ENABLE_IP_MASQ_AGENT,
+    node::IP_MASQ_AGENT_CONFIG_PATH,
+    node::IPV4_NATIVE_ROUTING_CIDR,
+    node::IPV6_NATIVE_ROUTING_CIDR,
+    seed::AUTO_CREATE_CILIUM_NODE_RESOURCE,
+    seed::IPAM_MIN_ALLOCATE,
+    seed::IPAM_PRE_ALLOCATE,
+    seed::IPAM_MAX_ALLOCATE,
+    seed::IPAM_STATIC_IP_TAGS,
+    seed::AZURE_INTERFACE_NAME,
+    seed::READ_CNI_CONF,
+    node::AUTO_DIRECT_NODE_ROUTES,
+    node::CLUSTER_NAME,
+    seed::AGENT_NOT_READY_TAINT_KEY,
+    node::REMOVE_CILIUM_NODE_TAINTS,
     PROMETHEUS_SERVE_ADDR,
-    agent(
-        "bypass-ip-availability-upon-restore",
-        Value("false"),
-        Modes::Only(&[Crd, Azure, AlibabaCloud]),
-        "restore a recorded IPv4 address that left `spec.ipam.pool` instead of reporting it",
-        |c, v| {
-            c.bypass_ip_availability_upon_restore = v.bool()?;
-            Ok(())
-        },
-    )
-    .flag(SWITCH),
-    eni(
-        "eni-first-interface-index",
-        Value("0"),
-        "`spec.eni.first-interface-index` to seed",
-        |c, v| {
-            c.node_seed.eni.first_interface_index = Some(
-                v.value
-                    .parse()
-                    .map_err(|_| v.bad("a non-negative integer"))?,
-            );
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-subnet-ids",
-        Empty("none"),
-        "`spec.eni.subnet-ids` to seed (comma-separated)",
-        |c, v| {
-            c.node_seed.eni.subnet_ids = v.list();
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-subnet-tags",
-        Empty("none"),
-        "`spec.eni.subnet-tags` to seed (`key=value,…`)",
-        |c, v| {
-            c.node_seed.eni.subnet_tags = v.tags(TAGS)?;
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-security-groups",
-        Empty("none"),
-        "`spec.eni.security-groups` to seed (comma-separated)",
-        |c, v| {
-            c.node_seed.eni.security_groups = v.list();
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-security-group-tags",
-        Empty("none"),
-        "`spec.eni.security-group-tags` to seed (`key=value,…`)",
-        |c, v| {
-            c.node_seed.eni.security_group_tags = v.tags(TAGS)?;
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-exclude-interface-tags",
-        Empty("none"),
-        "`spec.eni.exclude-interface-tags` to seed (`key=value,…`)",
-        |c, v| {
-            c.node_seed.eni.exclude_interface_tags = v.tags(TAGS)?;
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-use-primary-address",
-        Value("false"),
-        "`spec.eni.use-primary-address` to seed",
-        |c, v| {
-            c.node_seed.eni.use_primary_address = Some(v.bool()?);
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-disable-prefix-delegation",
-        Value("false"),
-        "`spec.eni.disable-prefix-delegation` to seed",
-        |c, v| {
-            c.node_seed.eni.disable_prefix_delegation = Some(v.bool()?);
-            Ok(())
-        },
-    ),
-    eni(
-        "eni-delete-on-termination",
-        Value("true"),
-        "`spec.eni.delete-on-termination` to seed",
-        |c, v| {
-            c.node_seed.eni.delete_on_termination = Some(v.bool()?);
-            Ok(())
-        },
-    ),
-    pool(
-        "cluster-pool-ipv4-cidr",
-        Empty("the podCIDRs already in the own CiliumNode"),
-        "cluster CIDRs the in-process allocator carves IPv4 node blocks from",
-        |c, v| {
-            c.cluster_pool.ipv4.cidrs = v.cidr_list()?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    pool(
-        "cluster-pool-ipv4-mask-size",
-        Value("24"),
-        "prefix length of each node's IPv4 block",
-        |c, v| {
-            c.cluster_pool.ipv4.mask_size = v.mask_size(32, "24")?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    pool(
-        "cluster-pool-ipv6-cidr",
-        Empty("the podCIDRs already in the own CiliumNode"),
-        "cluster CIDRs for IPv6 node blocks (with enable-ipv6)",
-        |c, v| {
-            c.cluster_pool.ipv6.cidrs = v.cidr_list()?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    pool(
-        "cluster-pool-ipv6-mask-size",
-        Value("112"),
-        "prefix length of each node's IPv6 block",
-        |c, v| {
-            c.cluster_pool.ipv6.mask_size = v.mask_size(128, "112")?;
-            Ok(())
-        },
-    )
-    .flag(VALUE),
-    agent(
-        weft_k8s::telemetry::KEYS[0],
-        Value("false"),
-        Modes::All,
-        "log debug messages (log-level wins when both are set; `RUST_LOG` beats both)",
-        IN_TELEMETRY,
-    ),
-    agent(
-        weft_k8s::telemetry::KEYS[1],
-        Value("info"),
-        Modes::All,
-        "trace, debug, info, warn or error (`RUST_LOG`, when set, wins)",
-        IN_TELEMETRY,
-    ),
-    agent(
-        weft_k8s::telemetry::KEYS[2],
-        Value("text-ts"),
-        Modes::All,
-        "text, text-ts, json or json-ts (`-ts`: with a timestamp)",
-        IN_TELEMETRY,
-    ),
+    node::BYPASS_IP_AVAILABILITY_UPON_RESTORE,
+    seed::ENI_FIRST_INTERFACE_INDEX,
+    seed::ENI_SUBNET_IDS,
+    seed::ENI_SUBNET_TAGS,
+    seed::ENI_SECURITY_GROUPS,
+    seed::ENI_SECURITY_GROUP_TAGS,
+    seed::ENI_EXCLUDE_INTERFACE_TAGS,
+    seed::ENI_USE_PRIMARY_ADDRESS,
+    seed::ENI_DISABLE_PREFIX_DELEGATION,
+    seed::ENI_DELETE_ON_TERMINATION,
+    seed::CLUSTER_POOL_IPV4_CIDR,
+    seed::CLUSTER_POOL_IPV4_MASK_SIZE,
+    seed::CLUSTER_POOL_IPV6_CIDR,
+    seed::CLUSTER_POOL_IPV6_MASK_SIZE,
+    node::FALSE,
+    node::INFO,
+    node::TEXT_TS,
 ];
 
 /// The row of `key`, if it is one.

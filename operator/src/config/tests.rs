@@ -235,3 +235,31 @@ fn documented_defaults_are_the_codes() {
         );
     }
 }
+
+#[test]
+fn the_generic_cloud_knobs_are_in_the_cloud_section() {
+    let c = resolve(
+        &[
+            "--limit-ipam-api-qps",
+            "2.5",
+            "--parallel-alloc-workers",
+            "0",
+            "--azure-release-excess-ips",
+        ],
+        &[("limit-ipam-api-burst", "7")],
+    )
+    .expect("valid");
+    assert_eq!(
+        c.cloud,
+        CloudConfig {
+            api_qps: 2.5,
+            api_burst: 7,
+            parallel_alloc_workers: 1,
+            release_excess_ips: true,
+        }
+    );
+    assert_eq!(
+        resolve(&[], &[]).expect("defaults").cloud,
+        CloudConfig::default()
+    );
+}
