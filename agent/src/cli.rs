@@ -261,7 +261,6 @@ pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
 
 /// `weft-agent ipam ...`
 #[derive(Debug, Subcommand)]
-#[expect(clippy::large_enum_variant, reason = "parsed once per process")]
 pub enum IpamCommand {
     /// Allocate for every pod in the store, offline, and print the plan as JSON.
     Simulate {

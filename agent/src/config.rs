@@ -4,7 +4,7 @@
 //! CiliumNodeConfig defaults, and by command-line flags of the same names. Cilium's keys weft
 //! does not read go through the feature guard ([`guard`], table in [`features`]). Pure but for [`file`], which reads the files.
 
-mod cluster_pool;
+mod apply;
 pub mod features;
 pub mod file;
 pub mod guard;
@@ -18,55 +18,9 @@ use weft_cluster_ipam::clusterpool::ClusterPoolConfig;
 
 use crate::ipam::mode::IpamMode;
 
-/// The keys weft understands (the feature guard, [`guard`], judges the others). Each has its
-/// documentation in [`reference::REFERENCE`].
-pub const KEYS: [&str; 45] = [
-    "ipam",
-    "ipam-default-ip-pool",
-    "ipam-multi-pool-pre-allocation",
-    "enable-ipv4",
-    "enable-ipv6",
-    "ipam-cilium-node-update-rate",
-    "enable-health-checking",
-    "only-masquerade-default-pool",
-    "enable-bpf-masquerade",
-    "enable-ipv4-masquerade",
-    "enable-ipv6-masquerade",
-    "devices",
-    "enable-ip-masq-agent",
-    "ip-masq-agent-config-path",
-    "ipv4-native-routing-cidr",
-    "ipv6-native-routing-cidr",
-    "auto-create-cilium-node-resource",
-    "ipam-min-allocate",
-    "ipam-pre-allocate",
-    "ipam-max-allocate",
-    "ipam-static-ip-tags",
-    "azure-interface-name",
-    "read-cni-conf",
-    "auto-direct-node-routes",
-    "cluster-name",
-    "bypass-ip-availability-upon-restore",
-    "eni-first-interface-index",
-    "eni-subnet-ids",
-    "eni-subnet-tags",
-    "eni-security-groups",
-    "eni-security-group-tags",
-    "eni-exclude-interface-tags",
-    "eni-use-primary-address",
-    "eni-disable-prefix-delegation",
-    "eni-delete-on-termination",
-    "cluster-pool-ipv4-cidr",
-    "cluster-pool-ipv4-mask-size",
-    "cluster-pool-ipv6-cidr",
-    "cluster-pool-ipv6-mask-size",
-    "agent-not-ready-taint-key",
-    "remove-cilium-node-taints",
-    "debug",
-    "log-level",
-    "log-format",
-    "prometheus-serve-addr",
-];
+/// The keys weft understands, in the order of their rows in [`reference::REFERENCE`] (the
+/// feature guard, [`guard`], judges the others).
+pub use self::reference::KEYS;
 
 /// Cilium's `agent-not-ready-taint-key` default.
 pub const DEFAULT_NOT_READY_TAINT: &str = "node.cilium.io/agent-not-ready";
@@ -253,69 +207,9 @@ impl AgentConfig {
         }
         let mut config = Self::default();
         for (key, value) in merged {
-            let bad = |expected: &str| ConfigError {
-                key: key.to_owned(),
-                value: value.to_owned(),
-                expected: expected.to_owned(),
-            };
-            match key {
-                "ipam" => {
-                    // Only the modes weft runs are named, whatever was given.
-                    config.ipam = value.parse().map_err(|_| bad(&modes_weft_runs()))?;
-                    if config.ipam == IpamMode::DelegatedPlugin {
-                        return Err(bad(&delegated_refused()));
-                    }
-                }
-                "ipam-default-ip-pool" if !value.is_empty() => {
-                    value.clone_into(&mut config.default_pool);
-                }
-                "ipam-multi-pool-pre-allocation" => {
-                    value.clone_into(&mut config.multi_pool_pre_allocation);
-                }
-                "enable-ipv4" => {
-                    config.enable_ipv4 = parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "enable-ipv6" => {
-                    config.enable_ipv6 = parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "enable-health-checking" => {
-                    config.health_checking =
-                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "only-masquerade-default-pool" => {
-                    config.only_masquerade_default_pool =
-                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "auto-direct-node-routes" => {
-                    config.auto_direct_node_routes =
-                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "bypass-ip-availability-upon-restore" => {
-                    config.bypass_ip_availability_upon_restore =
-                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "cluster-name" if !value.is_empty() => value.clone_into(&mut config.cluster_name),
-                "agent-not-ready-taint-key" => value.clone_into(&mut config.not_ready_taint_key),
-                "remove-cilium-node-taints" => {
-                    config.remove_node_taints =
-                        parse_bool(value).ok_or_else(|| bad("true or false"))?;
-                }
-                "prometheus-serve-addr" if !value.is_empty() => {
-                    config.prometheus_serve_addr = Some(
-                        crate::cli::parse_listen_addr(value)
-                            .map_err(|_| bad("host:port, or :port for every interface (:9962)"))?,
-                    );
-                }
-                "ipam-cilium-node-update-rate" => {
-                    config.node_update_rate = parse_duration(value)
-                        .ok_or_else(|| bad("a duration such as 15s, 500ms or 1m"))?;
-                }
-                _ => {
-                    if !cluster_pool::apply(&mut config.cluster_pool, key, value)? {
-                        masquerade_key(&mut config, key, value)?;
-                        seed_key(&mut config.node_seed, key, value)?;
-                    }
-                }
+            // Other keys are the feature guard's.
+            if let Some(row) = reference::lookup(key) {
+                row.apply(&mut config, value)?;
             }
         }
         config.cluster_pool.ipv4.enabled = config.enable_ipv4;
@@ -325,178 +219,31 @@ impl AgentConfig {
 
     /// The checks across keys.
     fn checked(self) -> Result<Self, ConfigError> {
+        use reference::{
+            ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, ONLY_MASQUERADE_DEFAULT_POOL,
+        };
         let config = self;
         if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
+            let (only, bpf) = (
+                ONLY_MASQUERADE_DEFAULT_POOL.name(),
+                ENABLE_BPF_MASQUERADE.name(),
+            );
             return Err(ConfigError {
-                key: "only-masquerade-default-pool".into(),
+                key: only.to_owned(),
                 value: "true".into(),
-                expected: "enable-bpf-masquerade=true as well (--only-masquerade-default-pool \
-                           requires --enable-bpf-masquerade to be enabled)"
-                    .into(),
+                expected: format!("{bpf}=true as well (--{only} requires --{bpf} to be enabled)"),
             });
         }
         if !config.enable_ipv4 && !config.enable_ipv6 {
+            let (v4, v6) = (ENABLE_IPV4.name(), ENABLE_IPV6.name());
             return Err(ConfigError {
-                key: "enable-ipv4".into(),
+                key: v4.to_owned(),
                 value: "false".into(),
-                expected: "at least one of enable-ipv4 and enable-ipv6 to be true".into(),
+                expected: format!("at least one of {v4} and {v6} to be true"),
             });
         }
         Ok(config)
     }
-}
-
-/// What an unknown `ipam` value gets: the modes weft runs (Cilium's, but delegated-plugin).
-fn modes_weft_runs() -> String {
-    let modes: Vec<&str> = IpamMode::ALL
-        .iter()
-        .filter(|mode| **mode != IpamMode::DelegatedPlugin)
-        .map(|mode| mode.as_str())
-        .collect();
-    format!("one of the modes weft runs: {}", modes.join(", "))
-}
-
-/// What `ipam: delegated-plugin` gets: the modes weft runs instead. weft's plugin does not
-/// delegate IPAM to another CNI plugin, so the agent would answer every ADD with an error.
-fn delegated_refused() -> String {
-    format!(
-        "{} (weft-cni does not delegate IPAM to another CNI plugin, so Cilium's \
-         delegated-plugin is not supported)",
-        modes_weft_runs()
-    )
-}
-
-/// The masquerade keys; unknown keys are ignored.
-fn masquerade_key(config: &mut AgentConfig, key: &str, value: &str) -> Result<(), ConfigError> {
-    let bad = |expected: &str| ConfigError {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    };
-    match key {
-        "enable-bpf-masquerade" => {
-            config.enable_bpf_masquerade = parse_bool(value).ok_or_else(|| bad("true or false"))?;
-        }
-        "enable-ipv4-masquerade" => {
-            config.enable_ipv4_masquerade =
-                parse_bool(value).ok_or_else(|| bad("true or false"))?;
-        }
-        "enable-ipv6-masquerade" => {
-            config.enable_ipv6_masquerade =
-                parse_bool(value).ok_or_else(|| bad("true or false"))?;
-        }
-        "enable-ip-masq-agent" => {
-            config.enable_ip_masq_agent = parse_bool(value).ok_or_else(|| bad("true or false"))?;
-        }
-        "devices" => {
-            config.devices = value
-                .split([',', ' '])
-                .filter(|d| !d.is_empty())
-                .map(str::to_owned)
-                .collect();
-        }
-        "ip-masq-agent-config-path" if !value.is_empty() => {
-            config.ip_masq_agent_config_path = PathBuf::from(value);
-        }
-        "ipv4-native-routing-cidr" if !value.is_empty() => {
-            config.ipv4_native_routing_cidr = Some(value.parse().map_err(|_| {
-                bad("an IPv4 CIDR (ipv4-native-routing-cidr must be an IPv4 CIDR)")
-            })?);
-        }
-        "ipv6-native-routing-cidr" if !value.is_empty() => {
-            config.ipv6_native_routing_cidr = Some(value.parse().map_err(|_| {
-                bad("an IPv6 CIDR (ipv6-native-routing-cidr must be an IPv6 CIDR)")
-            })?);
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-/// The CiliumNode seeding keys; unknown keys are ignored.
-fn seed_key(seed: &mut NodeSeedConfig, key: &str, value: &str) -> Result<(), ConfigError> {
-    let bad = |expected: &str| ConfigError {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    };
-    let count = || {
-        if value.is_empty() {
-            return Ok(0);
-        }
-        value
-            .parse::<u32>()
-            .map_err(|_| bad("a non-negative integer (0: unset)"))
-    };
-    match key {
-        "auto-create-cilium-node-resource" => {
-            seed.auto_create = parse_bool(value).ok_or_else(|| bad("true or false"))?;
-        }
-        "ipam-min-allocate" => seed.min_allocate = count()?,
-        "ipam-pre-allocate" => seed.pre_allocate = count()?,
-        "ipam-max-allocate" => seed.max_allocate = count()?,
-        "ipam-static-ip-tags" => {
-            seed.static_ip_tags = parse_tags(value)
-                .ok_or_else(|| bad("comma-separated key=value pairs, e.g. team=a,env=prod"))?;
-        }
-        "azure-interface-name" => value.clone_into(&mut seed.azure_interface_name),
-        "read-cni-conf" => {
-            seed.read_cni_conf = (!value.is_empty()).then(|| PathBuf::from(value));
-        }
-        _ => eni_key(&mut seed.eni, key, value)?,
-    }
-    Ok(())
-}
-
-/// The `eni-*` keys Cilium's agent copies into `spec.eni` (spec §6.4).
-fn eni_key(eni: &mut crate::crd::eni::EniSpec, key: &str, value: &str) -> Result<(), ConfigError> {
-    let bad = |expected: &str| ConfigError {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.to_owned(),
-    };
-    let list = || -> Vec<String> {
-        value
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-            .collect()
-    };
-    let tags = || parse_tags(value).ok_or_else(|| bad("comma-separated key=value pairs"));
-    let flag = || parse_bool(value).ok_or_else(|| bad("true or false"));
-    match key {
-        "eni-first-interface-index" => {
-            eni.first_interface_index =
-                Some(value.parse().map_err(|_| bad("a non-negative integer"))?);
-        }
-        "eni-subnet-ids" => eni.subnet_ids = list(),
-        "eni-subnet-tags" => eni.subnet_tags = tags()?,
-        "eni-security-groups" => eni.security_groups = list(),
-        "eni-security-group-tags" => eni.security_group_tags = tags()?,
-        "eni-exclude-interface-tags" => eni.exclude_interface_tags = tags()?,
-        "eni-use-primary-address" => eni.use_primary_address = Some(flag()?),
-        "eni-disable-prefix-delegation" => eni.disable_prefix_delegation = Some(flag()?),
-        "eni-delete-on-termination" => eni.delete_on_termination = Some(flag()?),
-        _ => {}
-    }
-    Ok(())
-}
-
-/// `k=v,k2=v2` (Cilium's map flags); also accepts a JSON object.
-fn parse_tags(value: &str) -> Option<BTreeMap<String, String>> {
-    if value.starts_with('{') {
-        return serde_json::from_str(value).ok();
-    }
-    value
-        .split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=')?;
-            let k = k.trim();
-            (!k.is_empty()).then(|| (k.to_owned(), v.trim().to_owned()))
-        })
-        .collect()
 }
 
 /// Go-style booleans and durations, as the operator reads them too.

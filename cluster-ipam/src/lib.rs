@@ -11,6 +11,7 @@
 //! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
 //! - [`manager`]: the node manager, the one driver of the block allocators (both programs).
 //! - [`node`]: the one tolerant typed read of a CiliumNode, each bad field reported by path.
+//! - [`operator_keys`]: the operator's configuration keys, one row each (read by both programs).
 //! - [`pool`]: the one CiliumPodIPPool → pool spec conversion.
 
 pub mod cidrset;
@@ -19,6 +20,7 @@ mod family;
 pub mod manager;
 pub mod multipool;
 pub mod node;
+pub mod operator_keys;
 pub mod pool;
 
 pub use family::Family;

@@ -6,7 +6,8 @@
 //! API server can be used and why not ([`reach`], [`access`]), the logging set-up both
 //! programs share ([`telemetry`]: Cilium's `--debug`, `--log-level`, `--log-format`), and the
 //! metric names `/metrics` serves under ([`metrics_naming`]) with the process metrics both
-//! export ([`process_metrics`]).
+//! export ([`process_metrics`]), and the shape of a row of each program's configuration table
+//! ([`config_ref`]).
 //!
 //! Dependencies run one way: `weft-agent` and `weft-operator` depend on this crate; it depends on
 //! neither, knows nothing of IPAM policy, BPF or the daemon, and does no IO of its own beyond the
@@ -15,6 +16,7 @@
 pub mod access;
 pub mod api_metrics;
 pub mod client;
+pub mod config_ref;
 pub mod config_values;
 pub mod crd;
 pub mod error;

@@ -382,7 +382,7 @@ async fn operate(
             .await
     } else {
         let provider = tokio::select! {
-            p = crate::azure::setup::provider(&config.azure, &metrics) => p?,
+            p = crate::azure::setup::provider(&config.azure, &config.cloud, &metrics) => p?,
             () = stopped(stop.clone()) => return Ok(()),
         };
         leading.cloud(provider, lost).await
@@ -487,8 +487,8 @@ impl Leading<'_> {
         let (writes, ops) = mpsc::unbounded_channel();
         let (patch_tx, mut patch_rx) = mpsc::unbounded_channel::<NodePatch>();
         let settings = Settings {
-            parallel_workers: self.config.azure.parallel_alloc_workers,
-            release_excess: self.config.azure.release_excess_ips,
+            parallel_workers: self.config.cloud.parallel_alloc_workers,
+            release_excess: self.config.cloud.release_excess_ips,
         };
         let observer = Box::new(CloudObserver(self.metrics.clone()));
         let manager = tokio::select! {

@@ -1,6 +1,7 @@
 //! Which keys weft reads, and which known key a misspelt one is closest to. Known: the agent's
-//! [`super::KEYS`] and the operator's keys (one ConfigMap configures both); the feature guard
-//! ([`super::guard`]) tells Cilium's other keys from misspelt ones. Pure.
+//! [`super::KEYS`] and the operator's keys (`weft_cluster_ipam::operator_keys`; one ConfigMap
+//! configures both); the feature guard ([`super::guard`]) tells Cilium's other keys from
+//! misspelt ones. Pure.
 
 /// Is `key` read by the agent or the operator?
 #[must_use]
@@ -10,7 +11,7 @@ pub fn known(key: &str) -> bool {
 
 fn known_keys() -> impl Iterator<Item = &'static str> {
     super::KEYS.into_iter().chain(
-        weft_operator::config::reference::REFERENCE
+        weft_cluster_ipam::operator_keys::KEYS
             .iter()
             .map(|doc| doc.key),
     )

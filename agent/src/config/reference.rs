@@ -1,28 +1,21 @@
-//! The user's documentation of every cilium-config key the agent reads ([`super::KEYS`]): its
-//! default, the IPAM modes and stores that read it, Cilium's equivalent and a one-line meaning.
-//! `cargo xtask gen-config-ref` renders this table into the configuration reference; the tests
-//! below fail when a key has no entry, has two, or documents a default that is not the code's.
-//! Data only: it parses nothing and must not be consulted when resolving a configuration.
+//! The agent's configuration table: one row per cilium-config key the agent reads, with the
+//! user's documentation (default, IPAM modes and stores that read it, Cilium's equivalent, a
+//! one-line meaning), the flag of `weft-agent run` it also is, and how its value is applied to
+//! [`AgentConfig`]. Everything that knows a key reads it from here: the flags
+//! ([`crate::cli::ConfigArgs`]), resolving ([`AgentConfig::resolve`]), the checks across keys,
+//! the feature guard's list of known keys and `cargo xtask gen-config-ref`. The tests below fail
+//! when a key has two rows or documents a default that is not the code's. It reads no file.
 
+pub use weft_k8s::config_ref::{Cilium, DefaultValue, Flag};
+
+use super::{AgentConfig, ConfigError, apply::Given};
 use crate::ipam::mode::IpamMode;
 
-/// A key's default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DefaultValue {
-    /// This value; resolving it gives the same configuration as leaving the key out.
-    Value(&'static str),
-    /// Empty, which means what the text says (resolving an empty value changes nothing).
-    Empty(&'static str),
-}
-
 /// Which IPAM modes read a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Modes {
-    /// Every mode.
-    All,
-    /// Only these.
-    Only(&'static [IpamMode]),
-}
+pub type Modes = weft_k8s::config_ref::Modes<IpamMode>;
+
+/// One key's documentation (the shared shape, over the agent's IPAM modes).
+pub type KeyDoc = weft_k8s::config_ref::KeyDoc<IpamMode>;
 
 /// Where a key matters: against the Kubernetes API, on the single-host store, or both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,33 +28,62 @@ pub enum Stores {
     Embedded,
 }
 
-/// Cilium's equivalent of a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cilium {
-    /// The same key of `cilium-agent`, with the same meaning.
-    Agent,
-    /// The same key of `cilium-operator` (the agent reads it for its in-process allocator).
-    Operator,
-}
+/// How a key's value is applied to the configuration being resolved.
+pub type Apply = fn(&mut AgentConfig, Given<'_>) -> Result<(), ConfigError>;
 
-/// One key's documentation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyDoc {
-    /// The cilium-config key (also a flag of `weft-agent run` where one exists).
-    pub key: &'static str,
-    /// Its default.
-    pub default: DefaultValue,
-    /// The IPAM modes that read it.
-    pub modes: Modes,
+/// One key: its documentation, where it matters and how its value is applied.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    /// The documentation and flag shape.
+    pub doc: KeyDoc,
     /// The stores it matters for.
     pub stores: Stores,
-    /// Cilium's equivalent.
-    pub cilium: Cilium,
-    /// What it does, in one line.
-    pub meaning: &'static str,
+    /// Applies a value.
+    pub apply: Apply,
 }
 
-use IpamMode::{AlibabaCloud, Azure, ClusterPool, Crd, Eni, MultiPool};
+impl Key {
+    /// The key.
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        self.doc.key
+    }
+
+    /// The same row, also the flag `flag` of `weft-agent run`.
+    const fn flag(self, flag: Flag) -> Self {
+        Self {
+            doc: self.doc.flag(flag),
+            ..self
+        }
+    }
+
+    /// Applies `value` (trimmed) to `config`.
+    ///
+    /// # Errors
+    /// The value has the wrong form; the error names the key and what it accepts.
+    pub fn apply(&self, config: &mut AgentConfig, value: &str) -> Result<(), ConfigError> {
+        (self.apply)(
+            config,
+            Given {
+                key: self.doc.key,
+                value,
+            },
+        )
+    }
+}
+
+/// A flag with a value.
+const VALUE: Flag = Flag::Value;
+/// A boolean flag: alone it means true, as in Cilium (`--enable-ipv6`).
+const SWITCH: Flag = Flag::Switch {
+    require_equals: false,
+};
+/// What the keys of `weft_k8s::telemetry` do here: nothing (telemetry reads them itself).
+const IN_TELEMETRY: Apply = |_, _| Ok(());
+/// What the `eni-*` tag keys accept.
+const TAGS: &str = "comma-separated key=value pairs";
+
+use IpamMode::{AlibabaCloud, Azure, ClusterPool, Crd, Eni};
 
 /// The modes whose CiliumNode carries `min/pre/max-allocate` (Cilium's ENI/Azure/CRD family).
 const WATERMARK_MODES: &[IpamMode] = &[Crd, Eni, Azure, AlibabaCloud];
@@ -73,14 +95,12 @@ const fn doc(
     stores: Stores,
     cilium: Cilium,
     meaning: &'static str,
-) -> KeyDoc {
-    KeyDoc {
-        key,
-        default,
-        modes,
+    apply: Apply,
+) -> Key {
+    Key {
+        doc: KeyDoc::new(key, default, modes, cilium, meaning),
         stores,
-        cilium,
-        meaning,
+        apply,
     }
 }
 
@@ -89,8 +109,17 @@ const fn agent(
     default: DefaultValue,
     modes: Modes,
     meaning: &'static str,
-) -> KeyDoc {
-    doc(key, default, modes, Stores::Both, Cilium::Agent, meaning)
+    apply: Apply,
+) -> Key {
+    doc(
+        key,
+        default,
+        modes,
+        Stores::Both,
+        Cilium::Agent,
+        meaning,
+        apply,
+    )
 }
 
 const fn seed(
@@ -98,7 +127,8 @@ const fn seed(
     default: DefaultValue,
     modes: Modes,
     meaning: &'static str,
-) -> KeyDoc {
+    apply: Apply,
+) -> Key {
     doc(
         key,
         default,
@@ -106,14 +136,20 @@ const fn seed(
         Stores::Kubernetes,
         Cilium::Agent,
         meaning,
+        apply,
     )
 }
 
-const fn eni(key: &'static str, default: DefaultValue, meaning: &'static str) -> KeyDoc {
-    seed(key, default, Modes::Only(&[Eni]), meaning)
+const fn eni(key: &'static str, default: DefaultValue, meaning: &'static str, apply: Apply) -> Key {
+    seed(key, default, Modes::Only(&[Eni]), meaning, apply)
 }
 
-const fn pool(key: &'static str, default: DefaultValue, meaning: &'static str) -> KeyDoc {
+const fn pool(
+    key: &'static str,
+    default: DefaultValue,
+    meaning: &'static str,
+    apply: Apply,
+) -> Key {
     doc(
         key,
         default,
@@ -121,322 +157,118 @@ const fn pool(key: &'static str, default: DefaultValue, meaning: &'static str) -
         Stores::Embedded,
         Cilium::Operator,
         meaning,
+        apply,
     )
 }
 
-use DefaultValue::{Empty, Value};
+mod node;
+mod seed;
 
-/// Every key of [`super::KEYS`], in the same order.
-pub const REFERENCE: [KeyDoc; super::KEYS.len()] = [
-    agent(
-        "ipam",
-        Value("cluster-pool"),
-        Modes::All,
-        "IPAM mode: kubernetes, cluster-pool, multi-pool, crd, eni, azure or alibabacloud \
-         (Cilium's delegated-plugin is refused)",
-    ),
-    agent(
-        "ipam-default-ip-pool",
-        Value("default"),
-        Modes::Only(&[MultiPool]),
-        "pool of a pod that no annotation or CiliumPodIPPool selector places elsewhere",
-    ),
-    agent(
-        "ipam-multi-pool-pre-allocation",
-        Empty("`<ipam-default-ip-pool>=8`"),
-        Modes::Only(&[MultiPool]),
-        "free addresses to keep per pool, `pool=count,…` or a JSON object",
-    ),
-    agent(
-        "enable-ipv4",
-        Value("true"),
-        Modes::All,
-        "allocate IPv4 addresses (at least one family must be on)",
-    ),
-    agent(
-        "enable-ipv6",
-        Value("false"),
-        Modes::All,
-        "allocate IPv6 addresses",
-    ),
-    agent(
-        "ipam-cilium-node-update-rate",
-        Value("15s"),
-        Modes::All,
-        "minimum interval between two writes of the own CiliumNode (Go duration)",
-    ),
-    agent(
-        "enable-health-checking",
-        Value("true"),
-        Modes::Only(&[Crd, Azure, AlibabaCloud]),
-        "the CRD allocator waits for 2 addresses before it is ready",
-    ),
-    agent(
-        "only-masquerade-default-pool",
-        Value("false"),
-        Modes::Only(&[MultiPool]),
-        "masquerade only pods of the default pool (requires enable-bpf-masquerade)",
-    ),
-    agent(
-        "enable-bpf-masquerade",
-        Value("false"),
-        Modes::All,
-        "masquerade pod traffic leaving through the native devices in eBPF (`to_netdev`)",
-    ),
-    agent(
-        "enable-ipv4-masquerade",
-        Value("true"),
-        Modes::All,
-        "masquerade IPv4 pod traffic (with enable-bpf-masquerade)",
-    ),
-    agent(
-        "enable-ipv6-masquerade",
-        Value("true"),
-        Modes::All,
-        "masquerade IPv6 pod traffic (with enable-bpf-masquerade and enable-ipv6)",
-    ),
-    agent(
-        "devices",
-        Empty("the device of the IPv4 default route, else of the IPv6 one"),
-        Modes::All,
-        "native devices, separated by commas or spaces",
-    ),
-    agent(
-        "enable-ip-masq-agent",
-        Value("false"),
-        Modes::All,
-        "read non-masquerade CIDRs from the ip-masq-agent file",
-    ),
-    agent(
-        "ip-masq-agent-config-path",
-        Value(super::DEFAULT_IP_MASQ_AGENT_CONFIG),
-        Modes::All,
-        "the ip-masq-agent file (YAML or JSON; watched, edits apply without a restart)",
-    ),
-    agent(
-        "ipv4-native-routing-cidr",
-        Empty("none"),
-        Modes::All,
-        "IPv4 destinations that keep the pod address (not masqueraded)",
-    ),
-    agent(
-        "ipv6-native-routing-cidr",
-        Empty("none"),
-        Modes::All,
-        "IPv6 destinations that keep the pod address (not masqueraded)",
-    ),
-    seed(
-        "auto-create-cilium-node-resource",
-        Value("true"),
-        Modes::All,
-        "create the own CiliumNode when missing, and seed it from the Node",
-    ),
-    seed(
-        "ipam-min-allocate",
-        Value("0"),
-        Modes::Only(WATERMARK_MODES),
-        "`spec.ipam.min-allocate` to seed (0: unset)",
-    ),
-    seed(
-        "ipam-pre-allocate",
-        Value("0"),
-        Modes::Only(WATERMARK_MODES),
-        "`spec.ipam.pre-allocate` to seed (0: unset; the operator then uses 8)",
-    ),
-    seed(
-        "ipam-max-allocate",
-        Value("0"),
-        Modes::Only(WATERMARK_MODES),
-        "`spec.ipam.max-allocate` to seed (0: unset)",
-    ),
-    seed(
-        "ipam-static-ip-tags",
-        Empty("none"),
-        Modes::All,
-        "`spec.ipam.static-ip-tags` to seed, `key=value,…`; pods wait for the static IP",
-    ),
-    seed(
-        "azure-interface-name",
-        Empty("every NIC"),
-        Modes::Only(&[Azure]),
-        "`spec.azure.interface-name` to seed: allocate on that NIC only",
-    ),
-    seed(
-        "read-cni-conf",
-        Empty("none"),
-        Modes::All,
-        "a CNI configuration file whose `ipam`, `eni` and `azure` values win when seeding",
-    ),
-    agent(
-        "auto-direct-node-routes",
-        Value("false"),
-        Modes::All,
-        "route other nodes' pod CIDRs via their addresses (nodes on one L2 network)",
-    ),
-    agent(
-        "cluster-name",
-        Value("default"),
-        Modes::All,
-        "cluster name in every pod's security labels",
-    ),
-    seed(
-        "agent-not-ready-taint-key",
-        Value("node.cilium.io/agent-not-ready"),
-        Modes::All,
-        "the taint removed from the own Node once the agent serves CNI (empty: none)",
-    ),
-    doc(
-        "remove-cilium-node-taints",
-        Value("true"),
-        Modes::All,
-        Stores::Kubernetes,
-        Cilium::Operator,
-        "remove agent-not-ready-taint-key from the own Node once ready (Cilium's operator does \
-         it for its agents)",
-    ),
-    agent(
-        "prometheus-serve-addr",
-        Empty("`/metrics` on `--health-addr` only"),
-        Modes::All,
-        "also serve `/metrics` here (`:9962`: every interface); the `--prometheus-serve-addr` flag (`WEFT_PROMETHEUS_SERVE_ADDR`) wins",
-    ),
-    agent(
-        "bypass-ip-availability-upon-restore",
-        Value("false"),
-        Modes::Only(&[Crd, Azure, AlibabaCloud]),
-        "restore a recorded IPv4 address that left `spec.ipam.pool` instead of reporting it",
-    ),
-    eni(
-        "eni-first-interface-index",
-        Value("0"),
-        "`spec.eni.first-interface-index` to seed",
-    ),
-    eni(
-        "eni-subnet-ids",
-        Empty("none"),
-        "`spec.eni.subnet-ids` to seed (comma-separated)",
-    ),
-    eni(
-        "eni-subnet-tags",
-        Empty("none"),
-        "`spec.eni.subnet-tags` to seed (`key=value,…`)",
-    ),
-    eni(
-        "eni-security-groups",
-        Empty("none"),
-        "`spec.eni.security-groups` to seed (comma-separated)",
-    ),
-    eni(
-        "eni-security-group-tags",
-        Empty("none"),
-        "`spec.eni.security-group-tags` to seed (`key=value,…`)",
-    ),
-    eni(
-        "eni-exclude-interface-tags",
-        Empty("none"),
-        "`spec.eni.exclude-interface-tags` to seed (`key=value,…`)",
-    ),
-    eni(
-        "eni-use-primary-address",
-        Value("false"),
-        "`spec.eni.use-primary-address` to seed",
-    ),
-    eni(
-        "eni-disable-prefix-delegation",
-        Value("false"),
-        "`spec.eni.disable-prefix-delegation` to seed",
-    ),
-    eni(
-        "eni-delete-on-termination",
-        Value("true"),
-        "`spec.eni.delete-on-termination` to seed",
-    ),
-    pool(
-        "cluster-pool-ipv4-cidr",
-        Empty("the podCIDRs already in the own CiliumNode"),
-        "cluster CIDRs the in-process allocator carves IPv4 node blocks from",
-    ),
-    pool(
-        "cluster-pool-ipv4-mask-size",
-        Value("24"),
-        "prefix length of each node's IPv4 block",
-    ),
-    pool(
-        "cluster-pool-ipv6-cidr",
-        Empty("the podCIDRs already in the own CiliumNode"),
-        "cluster CIDRs for IPv6 node blocks (with enable-ipv6)",
-    ),
-    pool(
-        "cluster-pool-ipv6-mask-size",
-        Value("112"),
-        "prefix length of each node's IPv6 block",
-    ),
-    agent(
-        "debug",
-        Value("false"),
-        Modes::All,
-        "log debug messages (log-level wins when both are set; `RUST_LOG` beats both)",
-    ),
-    agent(
-        "log-level",
-        Value("info"),
-        Modes::All,
-        "trace, debug, info, warn or error (`RUST_LOG`, when set, wins)",
-    ),
-    agent(
-        "log-format",
-        Value("text-ts"),
-        Modes::All,
-        "text, text-ts, json or json-ts (`-ts`: with a timestamp)",
-    ),
+pub use self::node::{
+    ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, IPAM, ONLY_MASQUERADE_DEFAULT_POOL,
+    PROMETHEUS_SERVE_ADDR,
+};
+
+/// Every key the agent reads, in the documentation's order.
+pub const REFERENCE: [Key; 45] = [
+    IPAM,
+    node::IPAM_DEFAULT_IP_POOL,
+    node::IPAM_MULTI_POOL_PRE_ALLOCATION,
+    ENABLE_IPV4,
+    ENABLE_IPV6,
+    node::IPAM_CILIUM_NODE_UPDATE_RATE,
+    node::ENABLE_HEALTH_CHECKING,
+    ONLY_MASQUERADE_DEFAULT_POOL,
+    ENABLE_BPF_MASQUERADE,
+    node::ENABLE_IPV4_MASQUERADE,
+    node::ENABLE_IPV6_MASQUERADE,
+    node::DEVICES,
+    node::ENABLE_IP_MASQ_AGENT,
+    node::IP_MASQ_AGENT_CONFIG_PATH,
+    node::IPV4_NATIVE_ROUTING_CIDR,
+    node::IPV6_NATIVE_ROUTING_CIDR,
+    seed::AUTO_CREATE_CILIUM_NODE_RESOURCE,
+    seed::IPAM_MIN_ALLOCATE,
+    seed::IPAM_PRE_ALLOCATE,
+    seed::IPAM_MAX_ALLOCATE,
+    seed::IPAM_STATIC_IP_TAGS,
+    seed::AZURE_INTERFACE_NAME,
+    seed::READ_CNI_CONF,
+    node::AUTO_DIRECT_NODE_ROUTES,
+    node::CLUSTER_NAME,
+    seed::AGENT_NOT_READY_TAINT_KEY,
+    node::REMOVE_CILIUM_NODE_TAINTS,
+    PROMETHEUS_SERVE_ADDR,
+    node::BYPASS_IP_AVAILABILITY_UPON_RESTORE,
+    seed::ENI_FIRST_INTERFACE_INDEX,
+    seed::ENI_SUBNET_IDS,
+    seed::ENI_SUBNET_TAGS,
+    seed::ENI_SECURITY_GROUPS,
+    seed::ENI_SECURITY_GROUP_TAGS,
+    seed::ENI_EXCLUDE_INTERFACE_TAGS,
+    seed::ENI_USE_PRIMARY_ADDRESS,
+    seed::ENI_DISABLE_PREFIX_DELEGATION,
+    seed::ENI_DELETE_ON_TERMINATION,
+    seed::CLUSTER_POOL_IPV4_CIDR,
+    seed::CLUSTER_POOL_IPV4_MASK_SIZE,
+    seed::CLUSTER_POOL_IPV6_CIDR,
+    seed::CLUSTER_POOL_IPV6_MASK_SIZE,
+    node::FALSE,
+    node::INFO,
+    node::TEXT_TS,
 ];
 
-/// The entry of `key`, if it is one.
+/// The row of `key`, if it is one.
 #[must_use]
-pub fn lookup(key: &str) -> Option<&'static KeyDoc> {
-    REFERENCE.iter().find(|doc| doc.key == key)
+pub fn lookup(key: &str) -> Option<&'static Key> {
+    weft_k8s::config_ref::lookup(&REFERENCE, |row| &row.doc, key)
 }
+
+/// Every key, in the table's order.
+pub const KEYS: [&str; REFERENCE.len()] = {
+    let mut keys = [""; REFERENCE.len()];
+    let mut i = 0;
+    while i < REFERENCE.len() {
+        keys[i] = REFERENCE[i].doc.key;
+        i += 1;
+    }
+    keys
+};
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{super::AgentConfig, *};
+    use super::*;
 
     #[test]
-    fn every_key_has_exactly_one_entry() {
-        for key in super::super::KEYS {
-            let entries = REFERENCE.iter().filter(|doc| doc.key == key).count();
+    fn every_key_has_exactly_one_row() {
+        for key in KEYS {
+            let rows = REFERENCE.iter().filter(|row| row.name() == key).count();
             assert_eq!(
-                entries, 1,
-                "{key}: {entries} entries in config::reference::REFERENCE"
+                rows, 1,
+                "{key}: {rows} rows in config::reference::REFERENCE"
             );
         }
-        for doc in &REFERENCE {
-            assert!(
-                super::super::KEYS.contains(&doc.key),
-                "{}: documented in REFERENCE but not in config::KEYS",
-                doc.key
-            );
-            assert!(!doc.meaning.is_empty(), "{}: no meaning", doc.key);
+        for row in &REFERENCE {
+            assert!(!row.doc.meaning.is_empty(), "{}: no meaning", row.name());
         }
     }
 
     #[test]
     fn documented_defaults_are_the_codes() {
         let none = AgentConfig::resolve([]).expect("the defaults resolve");
-        for doc in &REFERENCE {
-            let value = match doc.default {
-                Value(value) => value,
-                Empty(_) => "",
-            };
-            let layer = BTreeMap::from([(doc.key.to_owned(), value.to_owned())]);
-            let given = AgentConfig::resolve([&layer])
-                .unwrap_or_else(|e| panic!("{}: the documented default {value:?}: {e}", doc.key));
+        for row in &REFERENCE {
+            let value = row.doc.default.as_given();
+            let layer = BTreeMap::from([(row.name().to_owned(), value.to_owned())]);
+            let given = AgentConfig::resolve([&layer]).unwrap_or_else(|e| {
+                panic!("{}: the documented default {value:?}: {e}", row.name())
+            });
             assert_eq!(
-                given, none,
+                given,
+                none,
                 "{}: the documented default {value:?} is not what the agent uses without the key",
-                doc.key
+                row.name()
             );
         }
     }

@@ -176,3 +176,41 @@ fn prometheus_serve_addr_takes_ciliums_forms() {
         .expect_err("a port alone is not an address");
     assert_eq!(bad.key, "prometheus-serve-addr");
 }
+
+#[test]
+fn cluster_pool_lists_take_spaces_and_commas() {
+    let c = AgentConfig::resolve([&layer(&[
+        (
+            "cluster-pool-ipv4-cidr",
+            "10.0.0.0/16, 10.1.0.0/16 10.2.0.0/16",
+        ),
+        ("cluster-pool-ipv6-mask-size", "120"),
+    ])])
+    .expect("valid");
+    assert_eq!(c.cluster_pool.ipv4.cidrs.len(), 3);
+    assert_eq!(c.cluster_pool.ipv6.mask_size, 120);
+    assert!(reference::lookup("ipam").is_some_and(|row| row.stores == reference::Stores::Both));
+}
+
+#[test]
+fn cluster_pool_bad_forms_name_the_key_and_the_fix() {
+    let error = AgentConfig::resolve([&layer(&[(
+        "cluster-pool-ipv4-cidr",
+        "10.0.0.0/16 10.1.0/33",
+    )])])
+    .expect_err("not a CIDR");
+    assert_eq!(
+        error.to_string(),
+        "invalid value \"10.0.0.0/16 10.1.0/33\" for cluster-pool-ipv4-cidr: expected CIDRs \
+         separated by spaces or commas, e.g. 10.0.0.0/8 (\"10.1.0/33\" is not a CIDR)"
+    );
+    let error = AgentConfig::resolve([&layer(&[("cluster-pool-ipv4-mask-size", "33")])])
+        .expect_err("too long");
+    assert!(error.to_string().contains("from 1 to 32"), "{error}");
+    let error = AgentConfig::resolve([&layer(&[("cluster-pool-ipv6-mask-size", "x")])])
+        .expect_err("no number");
+    assert!(
+        error.to_string().contains("cluster-pool-ipv6-mask-size"),
+        "{error}"
+    );
+}

@@ -20,6 +20,7 @@ use std::{fmt, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{Family, input::NodeInput, mode::IpamMode};
+use crate::config::reference::{ENABLE_IPV4, ENABLE_IPV6};
 
 /// Prefix of the host-side veth of every pod the agent wires (`datapath::host_ifname`).
 pub const AGENT_DEVICE_PREFIX: &str = "wft";
@@ -332,8 +333,8 @@ pub fn check_record_families(
     records_dir: &str,
 ) -> Result<(), SanityError> {
     for (family, on, flag) in [
-        (Family::V4, ipv4, "enable-ipv4"),
-        (Family::V6, ipv6, "enable-ipv6"),
+        (Family::V4, ipv4, ENABLE_IPV4.name()),
+        (Family::V6, ipv6, ENABLE_IPV6.name()),
     ] {
         let held: Vec<String> = addrs
             .iter()

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use tracing::info;
+use weft_cluster_ipam::operator_keys as keys;
 
 use super::{
     api::{ArmClient, ArmError, ArmSettings},
@@ -13,7 +14,10 @@ use super::{
     imds::{self, Imds, ImdsError},
     instances::Instances,
 };
-use crate::{config::AzureConfig, metrics::Metrics};
+use crate::{
+    config::{AzureConfig, CloudConfig},
+    metrics::Metrics,
+};
 
 /// The Azure provider the operator runs with.
 pub type AzureProvider = Instances<ArmClient>;
@@ -22,12 +26,15 @@ pub type AzureProvider = Instances<ArmClient>;
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// `--azure-user-assigned-identity-id` is unusable.
-    #[error("azure-user-assigned-identity-id")]
+    #[error("{}", keys::AZURE_USER_ASSIGNED_IDENTITY_ID.key)]
     Identity(#[source] AuthError),
     /// IMDS could not be read.
     #[error(
-        "reading the instance metadata (--azure-imds-endpoint {endpoint}); outside Azure set \
-         --azure-subscription-id, --azure-resource-group and --azure-arm-endpoint"
+        "reading the instance metadata (--{} {endpoint}); outside Azure set --{}, --{} and --{}",
+        keys::AZURE_IMDS_ENDPOINT.key,
+        keys::AZURE_SUBSCRIPTION_ID.key,
+        keys::AZURE_RESOURCE_GROUP.key,
+        keys::AZURE_ARM_ENDPOINT.key
     )]
     Imds {
         /// The IMDS base URL.
@@ -62,6 +69,7 @@ pub fn check(config: &AzureConfig) -> Result<(), SetupError> {
 /// See [`SetupError`].
 pub async fn provider(
     config: &AzureConfig,
+    limits: &CloudConfig,
     metrics: &Metrics,
 ) -> Result<AzureProvider, SetupError> {
     check(config)?;
@@ -101,8 +109,8 @@ pub async fn provider(
         resource_group.trim(),
         &cloud.scope(),
     );
-    settings.qps = config.api_qps;
-    settings.burst = config.api_burst;
+    settings.qps = limits.api_qps;
+    settings.burst = limits.api_burst;
     let client = ArmClient::new(settings, Arc::new(credential), metrics.azure.clone())
         .map_err(SetupError::Client)?;
     Ok(Instances::new(

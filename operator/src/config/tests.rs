@@ -211,3 +211,81 @@ fn rates_and_periods_below_or_above_their_bounds_are_refused() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// Flags of [`Cli`] that are not configuration keys (nothing reads them from `--config-dir`).
+const FLAG_ONLY: [&str; 3] = ["config-dir", "kubeconfig", "metrics-naming"];
+
+fn flags() -> Vec<String> {
+    use clap::CommandFactory as _;
+    Cli::command()
+        .get_arguments()
+        .filter_map(|arg| arg.get_long().map(str::to_owned))
+        .filter(|long| long != "help" && long != "version")
+        .collect()
+}
+
+#[test]
+fn every_flag_is_documented_or_flag_only() {
+    use weft_cluster_ipam::operator_keys::KEYS;
+    for flag in flags() {
+        let entries = KEYS.iter().filter(|doc| doc.key == flag).count();
+        let expected = usize::from(!FLAG_ONLY.contains(&flag.as_str()));
+        assert_eq!(
+            entries, expected,
+            "--{flag}: {entries} rows in operator_keys"
+        );
+    }
+    let flags = flags();
+    for doc in &KEYS {
+        assert!(
+            flags.iter().any(|flag| flag == doc.key),
+            "{}: documented but weft-operator has no such flag",
+            doc.key
+        );
+    }
+}
+
+#[test]
+fn documented_defaults_are_the_codes() {
+    let cli = Cli::default();
+    let none = OperatorConfig::resolve(&cli, &BTreeMap::new()).expect("the defaults resolve");
+    for doc in &weft_cluster_ipam::operator_keys::KEYS {
+        let value = doc.default.as_given();
+        let file = BTreeMap::from([(doc.key.to_owned(), value.to_owned())]);
+        let given = OperatorConfig::resolve(&cli, &file)
+            .unwrap_or_else(|e| panic!("{}: the documented default {value:?}: {e}", doc.key));
+        assert_eq!(
+            given, none,
+            "{}: the documented default {value:?} is not what the operator uses without it",
+            doc.key
+        );
+    }
+}
+
+#[test]
+fn the_generic_cloud_knobs_are_in_the_cloud_section() {
+    let c = resolve(
+        &[
+            "--limit-ipam-api-qps",
+            "2.5",
+            "--parallel-alloc-workers",
+            "0",
+            "--azure-release-excess-ips",
+        ],
+        &[("limit-ipam-api-burst", "7")],
+    )
+    .expect("valid");
+    assert_eq!(
+        c.cloud,
+        CloudConfig {
+            api_qps: 2.5,
+            api_burst: 7,
+            parallel_alloc_workers: 1,
+            release_excess_ips: true,
+        }
+    );
+    assert_eq!(
+        resolve(&[], &[]).expect("defaults").cloud,
+        CloudConfig::default()
+    );
+}

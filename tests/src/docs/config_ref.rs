@@ -1,6 +1,6 @@
 //! Renders `docs/configuration.md` from the code: the agent's cilium-config keys
 //! (`weft_agent::config::reference`), the flags of `weft-agent run` that are no keys (its clap
-//! definition), and the operator's settings (`weft_operator::config::reference` and its clap
+//! definition), and the operator's settings (`weft_cluster_ipam::operator_keys` and its clap
 //! definition). Written by `cargo xtask gen-config-ref`; `tests/tests/docs/` fails while the
 //! checked-in file differs. Pure: returns the text, writes nothing.
 
@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use clap::CommandFactory as _;
 use weft_agent::config::reference as agent;
-use weft_operator::config::reference as operator;
+use weft_cluster_ipam::operator_keys as operator;
 
 /// The command that regenerates the file.
 pub const COMMAND: &str = "cargo xtask gen-config-ref";
@@ -59,17 +59,10 @@ fn code(text: &str) -> String {
     format!("`{}`", cell(text))
 }
 
-fn agent_default(default: agent::DefaultValue) -> String {
+fn default_cell(default: agent::DefaultValue) -> String {
     match default {
         agent::DefaultValue::Value(v) => code(v),
         agent::DefaultValue::Empty(meaning) => format!("empty: {}", cell(meaning)),
-    }
-}
-
-fn operator_default(default: operator::DefaultValue) -> String {
-    match default {
-        operator::DefaultValue::Value(v) => code(v),
-        operator::DefaultValue::Empty(meaning) => format!("empty: {}", cell(meaning)),
     }
 }
 
@@ -102,7 +95,8 @@ fn agent_keys(out: &mut String) {
          | key | default | modes | store | flag | Cilium | meaning |\n\
          |---|---|---|---|---|---|---|\n",
     );
-    for doc in &agent::REFERENCE {
+    for row in &agent::REFERENCE {
+        let doc = &row.doc;
         let modes = match doc.modes {
             agent::Modes::All => "every".to_owned(),
             agent::Modes::Only(modes) => modes
@@ -111,7 +105,7 @@ fn agent_keys(out: &mut String) {
                 .collect::<Vec<_>>()
                 .join(", "),
         };
-        let store = match doc.stores {
+        let store = match row.stores {
             agent::Stores::Both => "both",
             agent::Stores::Kubernetes => "kubernetes",
             agent::Stores::Embedded => "single-host",
@@ -124,12 +118,13 @@ fn agent_keys(out: &mut String) {
         let cilium = match doc.cilium {
             agent::Cilium::Agent => format!("cilium-agent `{}`", doc.key),
             agent::Cilium::Operator => format!("cilium-operator `{}`", doc.key),
+            agent::Cilium::Weft(instead) => format!("weft's ({})", cell(instead)),
         };
         let _ = writeln!(
             out,
             "| {} | {} | {modes} | {store} | {flag} | {cilium} | {} |",
             code(doc.key),
-            agent_default(doc.default),
+            default_cell(doc.default),
             cell(doc.meaning),
         );
     }
@@ -191,36 +186,29 @@ fn operator_keys(out: &mut String) {
          | key | default | modes | Cilium | meaning |\n\
          |---|---|---|---|---|\n",
     );
-    for doc in &operator::REFERENCE {
+    for doc in &operator::KEYS {
         let modes = match doc.modes {
             operator::Modes::All => "every".to_owned(),
             operator::Modes::Only(modes) => modes
                 .iter()
-                .map(|m| operator_mode(*m))
+                .map(|m| m.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
         };
         let cilium = match doc.cilium {
             operator::Cilium::Operator => format!("cilium-operator `{}`", doc.key),
             operator::Cilium::Weft(instead) => format!("weft's ({})", cell(instead)),
+            operator::Cilium::Agent => format!("cilium-agent `{}`", doc.key),
         };
         let _ = writeln!(
             out,
             "| {} | {} | {modes} | {cilium} | {} |",
             code(doc.key),
-            operator_default(doc.default),
+            default_cell(doc.default),
             cell(doc.meaning),
         );
     }
     out.push('\n');
-}
-
-const fn operator_mode(mode: weft_operator::config::IpamMode) -> &'static str {
-    match mode {
-        weft_operator::config::IpamMode::ClusterPool => "cluster-pool",
-        weft_operator::config::IpamMode::MultiPool => "multi-pool",
-        weft_operator::config::IpamMode::Azure => "azure",
-    }
 }
 
 fn operator_flags(out: &mut String) {
