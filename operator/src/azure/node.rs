@@ -9,9 +9,9 @@ use std::{
     net::IpAddr,
 };
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use tracing::{debug, warn};
-use weft_k8s::crd::azure::{AzureInterface, INTERFACE_ADDRESS_LIMIT, STATE_SUCCEEDED};
+use weft_k8s::crd::azure::{AzureInterface, AzureSpec, INTERFACE_ADDRESS_LIMIT, STATE_SUCCEEDED};
 
 use super::{
     api::{ArmError, AzureApi},
@@ -26,6 +26,15 @@ use crate::cloud::{
 
 /// Cilium's `GetMinimumAllocatableIPv4` on Azure: `pre-allocate` written back when 0.
 const MIN_ALLOCATABLE: u64 = 8;
+
+/// What the operator publishes as `status.azure`: the node's interfaces, and nothing else of
+/// that object (other fields are left as they are).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedStatus {
+    /// `status.azure.interfaces` ([`status_interfaces`]).
+    #[serde(default)]
+    pub interfaces: Vec<AzureInterface>,
+}
 
 /// Why an Azure operation on a node failed.
 #[derive(Debug, thiserror::Error)]
@@ -216,7 +225,11 @@ pub fn status_interfaces(nics: &BTreeMap<String, AzureInterface>) -> Vec<AzureIn
 
 impl<A: AzureApi + 'static> Instances<A> {
     /// The name of the node's NIC `interface_id`, from the cache.
-    fn nic_name(&self, node: NodeRef<'_>, interface_id: &str) -> Result<String, AzureError> {
+    fn nic_name(
+        &self,
+        node: NodeRef<'_, AzureSpec>,
+        interface_id: &str,
+    ) -> Result<String, AzureError> {
         self.instance(node)?
             .get(interface_id)
             .map(|nic| nic.name.clone())
@@ -225,7 +238,10 @@ impl<A: AzureApi + 'static> Instances<A> {
             })
     }
 
-    fn instance(&self, node: NodeRef<'_>) -> Result<BTreeMap<String, AzureInterface>, AzureError> {
+    fn instance(
+        &self,
+        node: NodeRef<'_, AzureSpec>,
+    ) -> Result<BTreeMap<String, AzureInterface>, AzureError> {
         if let Some(nics) = self.lock().instances.get(node.instance_id) {
             return Ok(nics.clone());
         }
@@ -262,6 +278,9 @@ impl AzureError {
 
 impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
     type Error = AzureError;
+    type NodeSpec = AzureSpec;
+    type NodeStatus = PublishedStatus;
+    const FIELD: &'static str = "azure";
 
     async fn resync(&self) -> Result<(), AzureError> {
         Instances::resync(self).await.map_err(|e| {
@@ -328,19 +347,22 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
 
     fn resync_interfaces(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, AzureSpec>,
     ) -> Result<(Available, InterfaceStats), AzureError> {
         let nics = self.instance(node)?;
         let subnets = self.lock().subnets.clone();
         Ok(interfaces_and_ips(
             &nics,
             &subnets,
-            node.interface_name,
+            &node.spec.interface_name,
             self.use_primary,
         ))
     }
 
-    fn prepare_allocation(&self, node: NodeRef<'_>) -> Result<AllocationAction, AzureError> {
+    fn prepare_allocation(
+        &self,
+        node: NodeRef<'_, AzureSpec>,
+    ) -> Result<AllocationAction, AzureError> {
         let nics = self.instance(node)?;
         let cache = self.lock();
         if let Some(reason) = cache.errors.get(node.instance_id) {
@@ -351,7 +373,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         }
         let mut action = AllocationAction::default();
         for nic in nics.values() {
-            let free = free_slots(node.interface_name, nic, self.use_primary);
+            let free = free_slots(&node.spec.interface_name, nic, self.use_primary);
             if free == 0 {
                 continue;
             }
@@ -373,7 +395,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
 
     async fn allocate(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, AzureSpec>,
         action: &AllocationAction,
     ) -> Result<(), AzureError> {
         let name = self.nic_name(node, &action.interface_id)?;
@@ -396,7 +418,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
 
     async fn allocate_static_ip(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, AzureSpec>,
         tags: &BTreeMap<String, String>,
     ) -> Result<String, AzureError> {
         let vmss = self
@@ -415,7 +437,7 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
 
     fn prepare_release(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, AzureSpec>,
         excess: u64,
         used: &BTreeSet<String>,
     ) -> ReleaseAction {
@@ -448,7 +470,11 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         }
     }
 
-    async fn release(&self, node: NodeRef<'_>, action: &ReleaseAction) -> Result<(), AzureError> {
+    async fn release(
+        &self,
+        node: NodeRef<'_, AzureSpec>,
+        action: &ReleaseAction,
+    ) -> Result<(), AzureError> {
         let name = self.nic_name(node, &action.interface_id)?;
         let ips = action
             .ips
@@ -471,14 +497,14 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
         Ok(())
     }
 
-    fn status(&self, node: NodeRef<'_>) -> Value {
-        let nics = self
+    fn status(&self, node: NodeRef<'_, AzureSpec>) -> PublishedStatus {
+        let interfaces = self
             .lock()
             .instances
             .get(node.instance_id)
             .map(status_interfaces)
             .unwrap_or_default();
-        json!({ "azure": { "interfaces": nics } })
+        PublishedStatus { interfaces }
     }
 }
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tracing::{info, warn};
 
-use super::{CloudProvider, NodeRef, node::NodeState, view::CloudNodeView};
+use super::{CloudProvider, NodeRef, node::NodeState, view::ViewOf};
 
 /// Interval of the full resync of every instance (Cilium's `ipam-node-interval-refresh`).
 pub const RESYNC_INTERVAL: Duration = Duration::from_mins(1);
@@ -93,24 +93,27 @@ pub trait Observer: Send + Sync + 'static {
     fn snapshot(&self, snapshot: &Snapshot);
 }
 
-struct Entry {
-    state: NodeState,
+/// One node's state under provider `P`.
+type StateOf<P> = NodeState<<P as CloudProvider>::NodeSpec, <P as CloudProvider>::NodeStatus>;
+
+struct Entry<P: CloudProvider> {
+    state: StateOf<P>,
     kick: Arc<Notify>,
     task: tokio::task::AbortHandle,
     /// What was last sent, and when: believed over the object's own fields until an event
     /// shows it or [`EXPECT_FOR`] has passed.
-    published: Option<(Shown, Instant)>,
+    published: Option<(Shown<P>, Instant)>,
 }
 
 struct Shared<P: CloudProvider> {
     provider: P,
     settings: Settings,
-    nodes: Mutex<BTreeMap<String, Entry>>,
+    nodes: Mutex<BTreeMap<String, Entry<P>>>,
     pending_pods: Mutex<BTreeMap<String, u64>>,
     stable: AtomicBool,
     /// Why the last full resync was refused (a missing permission), shown on every node
     /// until a full resync goes through.
-    refused: Mutex<Option<String>>,
+    refused: Mutex<Option<Arc<P::Error>>>,
     workers: Semaphore,
     writes: mpsc::UnboundedSender<NodePatch>,
     observer: Box<dyn Observer>,
@@ -147,39 +150,40 @@ pub enum StartError<E: std::error::Error + 'static> {
 }
 
 impl<P: CloudProvider> Shared<P> {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Entry<P>>> {
         self.nodes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn node_ref(view: &CloudNodeView) -> NodeRef<'_> {
+    fn node_ref(view: &ViewOf<P>) -> NodeRef<'_, P::NodeSpec> {
         NodeRef {
             name: &view.name,
             instance_id: &view.instance_id,
-            interface_name: &view.interface_name,
+            spec: &view.provider,
         }
     }
 
-    fn recalculate(&self, state: &mut NodeState) {
+    fn recalculate(&self, state: &mut StateOf<P>) {
         let cloud = if state.view.instance_id.is_empty() {
-            Err("spec.instance-id is empty".to_owned())
+            Err(Unseen::NoInstanceId)
         } else {
             self.provider
                 .resync_interfaces(Self::node_ref(&state.view))
-                .map_err(|e| crate::chain(&e))
+                .map_err(Unseen::Cloud)
         };
         // While the full resync is refused, every node lacks its instance: that is said once.
-        if let Err(reason) = &cloud
+        if let Err(error) = &cloud
             && !state.instance_missing
             && self.refusal().is_none()
         {
-            warn!(node = %state.view.name, instance = %state.view.instance_id, %reason,
+            warn!(node = %state.view.name, instance = %state.view.instance_id,
+                reason = %crate::chain(error),
                 "Instance not found! Please delete corresponding ciliumnode if instance has already been deleted");
         }
-        state.recalculate(cloud, self.provider.max_allocatable());
+        state.recalculate(cloud.ok(), self.provider.max_allocatable());
     }
 
     /// Fire the node's round if it needs one.
-    fn maybe_kick(&self, entry: &mut Entry) {
+    fn maybe_kick(&self, entry: &mut Entry<P>) {
         let release = self.settings.release_excess;
         if entry.state.allocation_needed() || entry.state.release_needed(release) {
             entry.state.waiting_for_maintenance = true;
@@ -188,18 +192,21 @@ impl<P: CloudProvider> Shared<P> {
     }
 
     /// Why the full resync is refused, if it is.
-    fn refusal(&self) -> Option<String> {
+    fn refusal(&self) -> Option<Arc<P::Error>> {
         self.refused
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    /// Records why the full resync is refused (`None`: it is not); whether that changed.
-    fn set_refused(&self, text: Option<String>) -> bool {
+    /// Records why the full resync is refused (`None`: it is not); whether what a node shows
+    /// of it changed.
+    fn set_refused(&self, error: Option<P::Error>) -> bool {
         let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
-        let changed = *refused != text;
-        *refused = text;
+        let text = |e: Option<&Arc<P::Error>>| e.map(|e| refusal_text(&**e));
+        let new = error.map(Arc::new);
+        let changed = text(refused.as_ref()) != text(new.as_ref());
+        *refused = new;
         changed
     }
 
@@ -228,7 +235,7 @@ impl<P: CloudProvider> Shared<P> {
     }
 
     /// The gauges' values now.
-    fn snapshot(&self, nodes: &BTreeMap<String, Entry>) -> Snapshot {
+    fn snapshot(&self, nodes: &BTreeMap<String, Entry<P>>) -> Snapshot {
         let release = self.settings.release_excess;
         let mut snapshot = Snapshot::default();
         for entry in nodes.values() {
@@ -286,10 +293,9 @@ impl<P: CloudProvider> CloudManager<P> {
                     wait = (wait * 2).min(Duration::from_secs(30));
                 }
                 Err(error) if P::is_refused(&error) => {
-                    let text = refusal_text(&error);
-                    warn!(error = %text, "initial synchronization with instances API refused; \
+                    warn!(error = %refusal_text(&error), "initial synchronization with instances API refused; \
                         reported on every CiliumNode, retrying until the permission is granted");
-                    refused = Some(text);
+                    refused = Some(Arc::new(error));
                     break;
                 }
                 Err(error) => return Err(StartError::InitialSync(error)),
@@ -325,7 +331,7 @@ impl<P: CloudProvider> CloudManager<P> {
     /// A CiliumNode was added or changed (Cilium's `Upsert`). A node whose instance is not
     /// in the cache is synchronised by its own maintainer before its first round (Cilium does
     /// it here, holding up every other event, and blocks every node when it fails).
-    pub fn upsert(&self, view: CloudNodeView) {
+    pub fn upsert(&self, view: ViewOf<P>) {
         let shared = &self.shared;
         if view.ignored {
             self.delete(&view.name);
@@ -422,7 +428,7 @@ impl<P: CloudProvider> CloudManager<P> {
                 Err(error) if P::is_refused(&error) => {
                     failures += 1;
                     let text = refusal_text(&error);
-                    if shared.set_refused(Some(text.clone())) {
+                    if shared.set_refused(Some(error)) {
                         warn!(error = %text, "full resync of the instances refused; reported on every CiliumNode");
                         shared.publish_all();
                     }
@@ -449,6 +455,17 @@ fn refusal_text(error: &(dyn std::error::Error + 'static)) -> String {
         "unable to synchronize with the instances API: {}",
         crate::chain(error)
     )
+}
+
+/// Why the cloud shows nothing of a node.
+#[derive(Debug, thiserror::Error)]
+enum Unseen<E: std::error::Error + 'static> {
+    /// The node names no instance.
+    #[error("spec.instance-id is empty")]
+    NoInstanceId,
+    /// The provider's answer.
+    #[error(transparent)]
+    Cloud(E),
 }
 
 mod publish;

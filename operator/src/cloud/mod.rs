@@ -15,18 +15,27 @@ pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use serde::{Serialize, de::DeserializeOwned};
 
-/// A node as the manager hands it to the provider.
-#[derive(Debug, Clone, Copy)]
-pub struct NodeRef<'a> {
+/// A node as the manager hands it to the provider: what every cloud reads, and the provider's
+/// own part of the spec (`spec.<FIELD>`).
+#[derive(Debug)]
+pub struct NodeRef<'a, S> {
     /// The CiliumNode.
     pub name: &'a str,
     /// `spec.instance-id`.
     pub instance_id: &'a str,
-    /// `spec.azure.interface-name` (empty: any interface).
-    pub interface_name: &'a str,
+    /// The provider's part of the spec, as read by [`CloudProvider::FIELD`].
+    pub spec: &'a S,
 }
+
+impl<S> Clone for NodeRef<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for NodeRef<'_, S> {}
 
 /// Addresses a node holds in the cloud: address → the resource (NIC ID) it is on.
 pub type Available = BTreeMap<String, String>;
@@ -85,6 +94,21 @@ pub enum InstanceSyncError<E: std::error::Error + 'static> {
 pub trait CloudProvider: Send + Sync + 'static {
     /// The provider's error (its `Display` is what `operator-status` shows).
     type Error: std::error::Error + Send + Sync + 'static;
+    /// The provider's part of a CiliumNode's spec (`spec.azure`, `spec.eni`), read from the
+    /// object; unknown fields are the provider's to keep or ignore.
+    type NodeSpec: DeserializeOwned + Clone + Default + PartialEq + std::fmt::Debug + Send + Sync;
+    /// What the provider publishes as its part of the status (`status.azure`, `status.eni`):
+    /// only the fields it owns, so that what the object shows compares equal once written.
+    type NodeStatus: Serialize
+        + DeserializeOwned
+        + Clone
+        + Default
+        + PartialEq
+        + std::fmt::Debug
+        + Send
+        + Sync;
+    /// The field of `spec` and `status` the provider owns (Cilium's layout: `azure`, `eni`).
+    const FIELD: &'static str;
 
     /// Re-read every instance from the cloud.
     fn resync(&self) -> impl Future<Output = Result<(), Self::Error>> + Send;
@@ -118,38 +142,41 @@ pub trait CloudProvider: Send + Sync + 'static {
     /// The instance is not in the cache.
     fn resync_interfaces(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, Self::NodeSpec>,
     ) -> Result<(Available, InterfaceStats), Self::Error>;
     /// Where the next addresses would go.
     ///
     /// # Errors
     /// The instance is not in the cache.
-    fn prepare_allocation(&self, node: NodeRef<'_>) -> Result<AllocationAction, Self::Error>;
+    fn prepare_allocation(
+        &self,
+        node: NodeRef<'_, Self::NodeSpec>,
+    ) -> Result<AllocationAction, Self::Error>;
     /// Add `action.available_for_allocation` addresses.
     fn allocate(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, Self::NodeSpec>,
         action: &AllocationAction,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// Assign a static public IP chosen by `tags`; returns the address.
     fn allocate_static_ip(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, Self::NodeSpec>,
         tags: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<String, Self::Error>> + Send;
     /// Which of the node's free addresses (never one in `used`) to release, at most `excess`.
     fn prepare_release(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, Self::NodeSpec>,
         excess: u64,
         used: &BTreeSet<String>,
     ) -> ReleaseAction;
     /// Remove the addresses of `action` from their interface.
     fn release(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, Self::NodeSpec>,
         action: &ReleaseAction,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
-    /// The provider's part of the node's status (e.g. `{"azure": {"interfaces": [...]}}`).
-    fn status(&self, node: NodeRef<'_>) -> Value;
+    /// The provider's part of the node's status (`status.<FIELD>`).
+    fn status(&self, node: NodeRef<'_, Self::NodeSpec>) -> Self::NodeStatus;
 }

@@ -11,11 +11,11 @@ use super::{
     view::CloudNodeView,
 };
 
-/// One node's state.
+/// One node's state (`S`, `T`: the provider's parts of the node, see [`CloudNodeView`]).
 #[derive(Debug, Clone)]
-pub struct NodeState {
+pub struct NodeState<S, T> {
     /// The latest CiliumNode.
-    pub view: CloudNodeView,
+    pub view: CloudNodeView<S, T>,
     /// Addresses the cloud shows on the node's interfaces.
     pub available: Available,
     /// What the interfaces can still take.
@@ -38,10 +38,10 @@ pub struct NodeState {
     pub instance_sync_retriggered: bool,
 }
 
-impl NodeState {
+impl<S, T> NodeState<S, T> {
     /// A node first seen as `view`.
     #[must_use]
-    pub fn new(view: CloudNodeView) -> Self {
+    pub fn new(view: CloudNodeView<S, T>) -> Self {
         Self {
             assigned_static_ip: view.assigned_static_ip.clone(),
             view,
@@ -76,10 +76,10 @@ impl NodeState {
         i64::try_from(self.view.used.len()).unwrap_or(i64::MAX)
     }
 
-    /// Take the provider's view of the node (`Err`: the instance is not in the cache; nothing
+    /// Take the provider's view of the node (`None`: the instance is not in the cache; nothing
     /// is needed or excess until it is).
-    pub fn recalculate(&mut self, cloud: Result<(Available, InterfaceStats), String>, limit: u64) {
-        let Ok((available, stats)) = cloud else {
+    pub fn recalculate(&mut self, cloud: Option<(Available, InterfaceStats)>, limit: u64) {
+        let Some((available, stats)) = cloud else {
             self.instance_missing = true;
             self.needed = 0;
             self.excess = 0;
@@ -161,7 +161,7 @@ mod tests {
 
     use super::*;
 
-    fn state(pre: i64, used: usize, avail: usize) -> NodeState {
+    fn state(pre: i64, used: usize, avail: usize) -> NodeState<(), ()> {
         let mut view = CloudNodeView {
             name: "n".into(),
             pre_allocate: pre,
@@ -172,7 +172,7 @@ mod tests {
         let available = (0..avail)
             .map(|i| (format!("10.0.0.{i}"), "/nic".to_owned()))
             .collect();
-        s.recalculate(Ok((available, InterfaceStats::default())), 256);
+        s.recalculate(Some((available, InterfaceStats::default())), 256);
         s
     }
 
@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn a_missing_instance_needs_nothing() {
         let mut s = state(0, 0, 0);
-        s.recalculate(Err("instance does not exist".into()), 256);
+        s.recalculate(None, 256);
         assert!(s.instance_missing);
         assert_eq!(s.needed, 0);
         assert!(!s.allocation_needed());

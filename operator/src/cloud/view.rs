@@ -6,21 +6,30 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use weft_k8s::resource::decode;
 
 use weft_cluster_ipam::node::IGNORE_ANNOTATION;
 
-/// The cloud manager's view of one CiliumNode.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CloudNodeView {
+use super::CloudProvider;
+
+/// The view of a node under provider `P`.
+pub type ViewOf<P> =
+    CloudNodeView<<P as CloudProvider>::NodeSpec, <P as CloudProvider>::NodeStatus>;
+
+/// The cloud manager's view of one CiliumNode: what every cloud reads, and the provider's parts
+/// of spec (`S`) and status (`T`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CloudNodeView<S, T> {
     /// `metadata.name`.
     pub name: String,
     /// Annotated `ipam.cilium.io/ignore: "true"`.
     pub ignored: bool,
     /// `spec.instance-id` (lower-cased provider ID).
     pub instance_id: String,
-    /// `spec.azure.interface-name`: the only interface to allocate on, if set.
-    pub interface_name: String,
+    /// The provider's part of the spec (`spec.azure`, `spec.eni`).
+    pub provider: S,
     /// `spec.ipam.pre-allocate` (0 when unset).
     pub pre_allocate: i64,
     /// `spec.ipam.min-allocate`.
@@ -41,8 +50,9 @@ pub struct CloudNodeView {
     pub assigned_static_ip: String,
     /// `status.ipam.operator-status.error`.
     pub operator_error: String,
-    /// `status.azure.interfaces` as written (compared before writing it again).
-    pub azure_interfaces: Value,
+    /// The provider's part of the status as the object shows it (compared before writing it
+    /// again; a part that does not read as the provider's reads as empty, and is rewritten).
+    pub provider_status: T,
     /// A field has the wrong shape: `(field path, what is wrong)`.
     pub invalid: Option<(String, String)>,
 }
@@ -84,10 +94,26 @@ fn string_map(
     }
 }
 
-impl CloudNodeView {
-    /// Read a CiliumNode object (as the API server sent it).
+/// The provider's part at `doc`, `Default` when absent.
+fn part<S: DeserializeOwned + Default>(doc: &Value, field: &str) -> Result<S, FieldError> {
+    if doc.is_null() {
+        return Ok(S::default());
+    }
+    decode(doc).map_err(|e| {
+        let path = if e.path == "." {
+            field.to_owned()
+        } else {
+            format!("{field}.{}", e.path)
+        };
+        (path, e.source.to_string())
+    })
+}
+
+impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView<S, T> {
+    /// Read a CiliumNode object (as the API server sent it); the provider's parts are
+    /// `spec.<field>` and `status.<field>`.
     #[must_use]
-    pub fn from_json(doc: &Value) -> Self {
+    pub fn from_json(doc: &Value, field: &str) -> Self {
         let spec = &doc["spec"];
         let ipam = &spec["ipam"];
         let status = &doc["status"]["ipam"];
@@ -103,15 +129,23 @@ impl CloudNodeView {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned(),
-            azure_interfaces: doc["status"]["azure"]["interfaces"].clone(),
-            ..Self::default()
+            provider_status: part(&doc["status"][field], "").unwrap_or_default(),
+            instance_id: String::new(),
+            provider: S::default(),
+            pre_allocate: 0,
+            min_allocate: 0,
+            max_allocate: 0,
+            max_above_watermark: 0,
+            static_ip_tags: BTreeMap::new(),
+            pool: BTreeMap::new(),
+            used: BTreeSet::new(),
+            release_ips: BTreeMap::new(),
+            assigned_static_ip: String::new(),
+            invalid: None,
         };
         let parsed = (|| {
             view.instance_id = text(&spec["instance-id"], "spec.instance-id")?;
-            view.interface_name = text(
-                &spec["azure"]["interface-name"],
-                "spec.azure.interface-name",
-            )?;
+            view.provider = part(&spec[field], &format!("spec.{field}"))?;
             view.pre_allocate = count(&ipam["pre-allocate"], "spec.ipam.pre-allocate")?;
             view.min_allocate = count(&ipam["min-allocate"], "spec.ipam.min-allocate")?;
             view.max_allocate = count(&ipam["max-allocate"], "spec.ipam.max-allocate")?;
@@ -154,31 +188,37 @@ impl CloudNodeView {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use weft_k8s::crd::azure::{AzureSpec, AzureStatus};
 
     use super::*;
 
+    type View = CloudNodeView<AzureSpec, AzureStatus>;
+
     #[test]
     fn reads_what_the_cloud_manager_needs() {
-        let view = CloudNodeView::from_json(&json!({
-            "metadata": {"name": "n1"},
-            "spec": {
-                "instance-id": "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm1",
-                "azure": {"interface-name": "eth0"},
-                "ipam": {
-                    "pre-allocate": -1, "min-allocate": 2, "max-above-watermark": 3,
-                    "static-ip-tags": {"env": "prod"},
-                    "pool": {"10.0.0.5": {"resource": "/nic/a"}, "10.0.0.6": {}}
-                }
-            },
-            "status": {"ipam": {
-                "used": {"10.0.0.5": {"owner": "default/p"}},
-                "release-ips": {"10.0.0.6": "ready-for-release"},
-                "assigned-static-ip": "20.0.0.1"
-            }}
-        }));
+        let view = View::from_json(
+            &json!({
+                "metadata": {"name": "n1"},
+                "spec": {
+                    "instance-id": "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm1",
+                    "azure": {"interface-name": "eth0"},
+                    "ipam": {
+                        "pre-allocate": -1, "min-allocate": 2, "max-above-watermark": 3,
+                        "static-ip-tags": {"env": "prod"},
+                        "pool": {"10.0.0.5": {"resource": "/nic/a"}, "10.0.0.6": {}}
+                    }
+                },
+                "status": {"ipam": {
+                    "used": {"10.0.0.5": {"owner": "default/p"}},
+                    "release-ips": {"10.0.0.6": "ready-for-release"},
+                    "assigned-static-ip": "20.0.0.1"
+                }}
+            }),
+            "azure",
+        );
         assert_eq!(view.invalid, None);
         assert!(view.instance_id.ends_with("/vm1"));
-        assert_eq!(view.interface_name, "eth0");
+        assert_eq!(view.provider.interface_name, "eth0");
         assert_eq!(
             (
                 view.pre_allocate,
@@ -201,6 +241,11 @@ mod tests {
         for (doc, field) in [
             (json!({"spec": {"instance-id": 5}}), "spec.instance-id"),
             (
+                json!({"spec": {"azure": {"interface-name": 5}}}),
+                "spec.azure.interface-name",
+            ),
+            (json!({"spec": {"azure": []}}), "spec.azure"),
+            (
                 json!({"spec": {"ipam": {"pre-allocate": "8"}}}),
                 "spec.ipam.pre-allocate",
             ),
@@ -218,7 +263,7 @@ mod tests {
                 "status.ipam.used",
             ),
         ] {
-            let view = CloudNodeView::from_json(&doc);
+            let view = View::from_json(&doc, "azure");
             assert_eq!(
                 view.invalid.as_ref().map(|(f, _)| f.as_str()),
                 Some(field),

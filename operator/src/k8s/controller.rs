@@ -152,7 +152,7 @@ impl Nodes for NodeManager {
 /// The cloud manager behind the event loop (it writes through its own channel).
 impl<P: CloudProvider> Nodes for CloudManager<P> {
     fn upsert(&mut self, doc: &Value) -> Vec<Write> {
-        CloudManager::upsert(self, CloudNodeView::from_json(doc));
+        CloudManager::upsert(self, CloudNodeView::from_json(doc, P::FIELD));
         Vec::new()
     }
     fn delete(&mut self, name: &str) -> Vec<Write> {

@@ -7,7 +7,7 @@ use std::{
     net::IpAddr,
 };
 
-use weft_k8s::crd::azure::{AzureAddress, AzureInterface, AzureSubnet};
+use weft_k8s::crd::azure::{AzureAddress, AzureInterface, AzureSpec, AzureSubnet};
 
 use super::*;
 use crate::azure::{
@@ -130,11 +130,18 @@ fn cache(nics: Vec<AzureInterface>, subnet_free: u64, use_primary: bool) -> Inst
     instances
 }
 
-fn node(interface_name: &str) -> NodeRef<'_> {
+fn spec(interface_name: &str) -> AzureSpec {
+    AzureSpec {
+        interface_name: interface_name.to_owned(),
+        ..AzureSpec::default()
+    }
+}
+
+fn node(spec: &AzureSpec) -> NodeRef<'_, AzureSpec> {
     NodeRef {
         name: "n1",
         instance_id: INSTANCE,
-        interface_name,
+        spec,
     }
 }
 
@@ -151,7 +158,7 @@ fn capacity_counts_one_slot_per_hidden_primary() {
             .map(|i| nic(&format!("eth{i}"), Some("10.1.9.4"), 3))
             .collect();
         let c = cache(nics, 100, use_primary);
-        let (available, stats) = c.resync_interfaces(node("")).unwrap();
+        let (available, stats) = c.resync_interfaces(node(&spec(""))).unwrap();
         assert_eq!(
             stats.node_capacity, want,
             "{primaries} primaries, use_primary={use_primary}"
@@ -165,7 +172,7 @@ fn only_succeeded_addresses_are_available() {
     let mut n = nic("eth0", Some("10.1.9.4"), 3);
     n.addresses[1].state = "updating".into();
     let c = cache(vec![n], 100, false);
-    let (available, _) = c.resync_interfaces(node("")).unwrap();
+    let (available, _) = c.resync_interfaces(node(&spec(""))).unwrap();
     assert_eq!(available.len(), 2);
     assert!(
         available
@@ -196,7 +203,7 @@ fn allocation_takes_the_first_nic_with_room_on_its_own_subnet() {
             free,
             false,
         );
-        let a = c.prepare_allocation(node(filter)).unwrap();
+        let a = c.prepare_allocation(node(&spec(filter))).unwrap();
         let case = format!("eth0={a0} eth1={a1} filter={filter:?} free={free}");
         assert!(
             a.interface_id.ends_with(want_nic),
@@ -219,7 +226,7 @@ fn a_missing_instance_names_the_resource_group_mistake() {
         .resync_interfaces(NodeRef {
             name: "n9",
             instance_id: other,
-            interface_name: "",
+            spec: &AzureSpec::default(),
         })
         .unwrap_err()
         .to_string();
@@ -255,7 +262,7 @@ fn release_never_picks_a_used_or_primary_address() {
     // eth0's addresses are 10.48.0.10 to .14 ('0' is byte 48); the first is its primary.
     let c = cache(vec![nic("eth0", Some("10.48.0.10"), 5)], 100, true);
     let used = BTreeSet::from(["10.48.0.11".to_owned()]);
-    let r = c.prepare_release(node(""), 10, &used);
+    let r = c.prepare_release(node(&spec("")), 10, &used);
     assert_eq!(r.ips, ["10.48.0.12", "10.48.0.13", "10.48.0.14"]);
 }
 

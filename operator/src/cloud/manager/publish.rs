@@ -6,30 +6,51 @@ use std::{collections::BTreeMap, time::Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::{EXPECT_FOR, Entry, NodePatch, Shared};
-use crate::cloud::{CloudProvider, view::CloudNodeView};
+use super::{EXPECT_FOR, Entry, NodePatch, Shared, refusal_text};
+use crate::cloud::{CloudProvider, view::ViewOf};
 
 /// What the operator wants a CiliumNode to show of the fields it owns.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Shown {
+pub(super) struct Shown<P: CloudProvider> {
     /// `spec.ipam.pool`: address → resource.
     pool: BTreeMap<String, String>,
     /// `spec.ipam.pre-allocate`.
     pre_allocate: i64,
-    /// The provider's status part (`status.azure`).
-    provider: Value,
+    /// The provider's status part (`status.<FIELD>`).
+    provider: P::NodeStatus,
     /// `status.ipam.assigned-static-ip`.
     static_ip: String,
     /// `status.ipam.operator-status.error`.
     error: String,
 }
 
-impl Shown {
-    pub(super) fn of_view(view: &CloudNodeView) -> Self {
+impl<P: CloudProvider> Clone for Shown<P> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            pre_allocate: self.pre_allocate,
+            provider: self.provider.clone(),
+            static_ip: self.static_ip.clone(),
+            error: self.error.clone(),
+        }
+    }
+}
+
+impl<P: CloudProvider> PartialEq for Shown<P> {
+    fn eq(&self, other: &Self) -> bool {
+        self.pool == other.pool
+            && self.pre_allocate == other.pre_allocate
+            && self.provider == other.provider
+            && self.static_ip == other.static_ip
+            && self.error == other.error
+    }
+}
+
+impl<P: CloudProvider> Shown<P> {
+    pub(super) fn of_view(view: &ViewOf<P>) -> Self {
         Self {
             pool: view.pool.clone(),
             pre_allocate: view.pre_allocate,
-            provider: json!({"azure": {"interfaces": view.azure_interfaces}}),
+            provider: view.provider_status.clone(),
             static_ip: view.assigned_static_ip.clone(),
             error: view.operator_error.clone(),
         }
@@ -55,10 +76,10 @@ impl Shown {
         }
         let spec = (!ipam.is_empty()).then(|| json!({"spec": {"ipam": ipam}}));
         let mut status = Map::new();
-        if self.provider != want.provider
-            && let Some(parts) = want.provider.as_object()
-        {
-            status.extend(parts.clone());
+        if self.provider != want.provider {
+            // The provider's own type: serialising it cannot fail.
+            let part = serde_json::to_value(&want.provider).unwrap_or(Value::Null);
+            status.insert(P::FIELD.to_owned(), part);
         }
         let mut ipam = Map::new();
         if self.static_ip != want.static_ip {
@@ -84,7 +105,7 @@ impl<P: CloudProvider> Shared<P> {
     /// Publish the node's addresses, interfaces, static IP and error where they differ from
     /// what the object shows (or, while an event may still be on its way, from what was last
     /// sent).
-    pub(super) fn publish(&self, entry: &mut Entry) {
+    pub(super) fn publish(&self, entry: &mut Entry<P>) {
         let state = &entry.state;
         let view = &state.view;
         let believed = match &entry.published {
@@ -115,7 +136,7 @@ impl<P: CloudProvider> Shared<P> {
             // resync (a missing permission); the round's otherwise.
             error: view
                 .invalid_text()
-                .or_else(|| self.refusal())
+                .or_else(|| self.refusal().map(|e| refusal_text(&*e)))
                 .unwrap_or_else(|| state.error.clone()),
         };
         let (spec, status) = believed.patches(&want);

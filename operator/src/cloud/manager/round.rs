@@ -14,21 +14,56 @@ use tracing::{debug, info, warn};
 
 use super::{MAX_BACKOFF, NodePatch, Outcome, ROUND_INTERVAL, Shared, UNSTABLE_RETRY};
 use crate::cloud::{
-    Available, CloudProvider, InstanceSyncError, NodeRef, ReleaseAction, view::CloudNodeView,
+    Available, CloudProvider, InstanceSyncError, NodeRef, ReleaseAction, view::ViewOf,
 };
+
+/// Why a pool-maintainer round failed (its chain is the node's `operator-status.error`).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RoundError<E: std::error::Error + 'static> {
+    /// The full resync is refused (a missing permission); no round runs until it goes through.
+    #[error("unable to synchronize with the instances API")]
+    Refused(#[source] Arc<E>),
+    /// The last full resync failed (Cilium's text).
+    #[error("instances API is unstable. Blocking mutating operations. See logs for details.")]
+    Unstable,
+    /// The instance could not be read again.
+    #[error(transparent)]
+    InstanceSync(E),
+    /// The static public IP could not be assigned.
+    #[error("unable to assign a static public IP")]
+    StaticIp(#[source] E),
+    /// The provider could not say where the next addresses go.
+    #[error(transparent)]
+    Prepare(E),
+    /// Adding addresses failed (Cilium's text).
+    #[error("unable to assign additional IPs to interface {interface}")]
+    Allocate {
+        /// The interface.
+        interface: String,
+        /// The provider's error.
+        #[source]
+        source: E,
+    },
+    /// Releasing addresses failed.
+    #[error("unable to release addresses {ips:?}")]
+    Release {
+        /// The addresses.
+        ips: Vec<String>,
+        /// The provider's error.
+        #[source]
+        source: E,
+    },
+}
 
 impl<P: CloudProvider> Shared<P> {
     /// One pool-maintainer round (Cilium's `MaintainIPPool`). Returns whether the cloud was
     /// changed.
-    async fn round(&self, name: &str) -> Result<bool, String> {
+    async fn round(&self, name: &str) -> Result<bool, RoundError<P::Error>> {
         if let Some(refusal) = self.refusal() {
-            return Err(refusal);
+            return Err(RoundError::Refused(refusal));
         }
         if !self.stable.load(Ordering::Relaxed) {
-            return Err(
-                "instances API is unstable. Blocking mutating operations. See logs for details."
-                    .to_owned(),
-            );
+            return Err(RoundError::Unstable);
         }
         let Some(instance) = self
             .lock()
@@ -42,7 +77,7 @@ impl<P: CloudProvider> Shared<P> {
             match self.provider.instance_sync(&instance).await {
                 Ok(()) => self.resync_nodes(started),
                 Err(InstanceSyncError::NotFound(e) | InstanceSyncError::Failed(e)) => {
-                    return Err(crate::chain(&e));
+                    return Err(RoundError::InstanceSync(e));
                 }
             }
         }
@@ -66,9 +101,7 @@ impl<P: CloudProvider> Shared<P> {
                 .provider
                 .allocate_static_ip(node, &view.static_ip_tags)
                 .await
-                .map_err(|e| {
-                    format!("unable to assign a static public IP: {}", crate::chain(&e))
-                })?;
+                .map_err(RoundError::StaticIp)?;
             info!(node = %name, %ip, "assigned static public IP");
             if let Some(e) = self.lock().get_mut(name) {
                 e.state.assigned_static_ip = ip;
@@ -101,12 +134,17 @@ impl<P: CloudProvider> Shared<P> {
 
     /// Resolve a deficit of `needed` addresses (plus `above` the watermark and the surge of
     /// pending pods). Returns whether addresses were added.
-    async fn allocate(&self, node: NodeRef<'_>, needed: u64, above: u64) -> Result<bool, String> {
+    async fn allocate(
+        &self,
+        node: NodeRef<'_, P::NodeSpec>,
+        needed: u64,
+        above: u64,
+    ) -> Result<bool, RoundError<P::Error>> {
         let name = node.name;
         let mut action = self
             .provider
             .prepare_allocation(node)
-            .map_err(|e| crate::chain(&e))?;
+            .map_err(RoundError::Prepare)?;
         let pending = self
             .pending_pods
             .lock()
@@ -141,11 +179,10 @@ impl<P: CloudProvider> Shared<P> {
             Err(e) => {
                 self.observer
                     .round(Outcome::AllocationFailed, &action.pool_id, 0, secs);
-                Err(format!(
-                    "unable to assign additional IPs to interface {}: {}",
-                    action.interface_id,
-                    crate::chain(&e)
-                ))
+                Err(RoundError::Allocate {
+                    interface: action.interface_id,
+                    source: e,
+                })
             }
         }
     }
@@ -154,10 +191,10 @@ impl<P: CloudProvider> Shared<P> {
     async fn release(
         &self,
         name: &str,
-        view: &CloudNodeView,
+        view: &ViewOf<P>,
         available: &Available,
         action: &ReleaseAction,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, RoundError<P::Error>> {
         let ready: Vec<String> = action
             .ips
             .iter()
@@ -228,10 +265,10 @@ impl<P: CloudProvider> Shared<P> {
                     0,
                     started.elapsed().as_secs_f64(),
                 );
-                Err(format!(
-                    "unable to release addresses {ready:?}: {}",
-                    crate::chain(&e)
-                ))
+                Err(RoundError::Release {
+                    ips: ready,
+                    source: e,
+                })
             }
         }
     }
@@ -327,9 +364,10 @@ pub(super) async fn maintainer<P: CloudProvider>(
                     retry_at = Some(tokio::time::Instant::now() + wait);
                     // While the API is unstable, the resync that ends it kicks the node.
                     hold_until = (!unstable).then_some(tokio::time::Instant::now() + wait);
+                    let error = crate::chain(error);
                     warn!(node = %name, %error, retry_in = ?wait, "pool maintainer round failed");
                     if !unstable {
-                        entry.state.error.clone_from(error);
+                        entry.state.error = error;
                     }
                 }
             }

@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::cloud::{AllocationAction, Available, InstanceSyncError, InterfaceStats, ReleaseAction};
+use crate::cloud::{
+    AllocationAction, Available, InstanceSyncError, InterfaceStats, ReleaseAction,
+    view::CloudNodeView,
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -56,6 +59,9 @@ impl Mock {
 
 impl CloudProvider for Mock {
     type Error = MockError;
+    type NodeSpec = ();
+    type NodeStatus = Value;
+    const FIELD: &'static str = "mock";
 
     fn is_transient(_: &MockError) -> bool {
         false
@@ -100,7 +106,7 @@ impl CloudProvider for Mock {
     }
     fn resync_interfaces(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, ()>,
     ) -> Result<(Available, InterfaceStats), MockError> {
         let c = self.0.lock().unwrap();
         let ips = c
@@ -120,7 +126,7 @@ impl CloudProvider for Mock {
             },
         ))
     }
-    fn prepare_allocation(&self, node: NodeRef<'_>) -> Result<AllocationAction, MockError> {
+    fn prepare_allocation(&self, node: NodeRef<'_, ()>) -> Result<AllocationAction, MockError> {
         let c = self.0.lock().unwrap();
         let held = c.cache.get(node.instance_id).map_or(0, Vec::len) as u64;
         Ok(AllocationAction {
@@ -133,7 +139,7 @@ impl CloudProvider for Mock {
     }
     async fn allocate(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, ()>,
         action: &AllocationAction,
     ) -> Result<(), MockError> {
         let mut c = self.0.lock().unwrap();
@@ -155,7 +161,7 @@ impl CloudProvider for Mock {
     }
     async fn allocate_static_ip(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, ()>,
         tags: &BTreeMap<String, String>,
     ) -> Result<String, MockError> {
         self.log(format!("static_ip {} {tags:?}", node.name));
@@ -163,7 +169,7 @@ impl CloudProvider for Mock {
     }
     fn prepare_release(
         &self,
-        node: NodeRef<'_>,
+        node: NodeRef<'_, ()>,
         excess: u64,
         used: &BTreeSet<String>,
     ) -> ReleaseAction {
@@ -180,7 +186,11 @@ impl CloudProvider for Mock {
             ips,
         }
     }
-    async fn release(&self, node: NodeRef<'_>, action: &ReleaseAction) -> Result<(), MockError> {
+    async fn release(
+        &self,
+        node: NodeRef<'_, ()>,
+        action: &ReleaseAction,
+    ) -> Result<(), MockError> {
         let mut c = self.0.lock().unwrap();
         c.calls
             .push(format!("release {} {:?}", node.name, action.ips));
@@ -188,7 +198,7 @@ impl CloudProvider for Mock {
         ips.retain(|ip| !action.ips.contains(ip));
         Ok(())
     }
-    fn status(&self, node: NodeRef<'_>) -> Value {
+    fn status(&self, node: NodeRef<'_, ()>) -> Value {
         let c = self.0.lock().unwrap();
         let addresses: Vec<Value> = c
             .cache
@@ -197,7 +207,7 @@ impl CloudProvider for Mock {
             .flatten()
             .map(|ip| json!({"ip": ip, "state": "succeeded"}))
             .collect();
-        json!({"azure": {"interfaces": [{"id": format!("nic-{}", node.instance_id), "addresses": addresses}]}})
+        json!({"interfaces": [{"id": format!("nic-{}", node.instance_id), "addresses": addresses}]})
     }
 }
 
@@ -233,7 +243,7 @@ async fn start(
     (m, rx, seen)
 }
 
-fn node(name: &str, instance: &str) -> CloudNodeView {
+fn node(name: &str, instance: &str) -> ViewOf<Mock> {
     CloudNodeView {
         name: name.into(),
         instance_id: instance.into(),
@@ -242,7 +252,7 @@ fn node(name: &str, instance: &str) -> CloudNodeView {
 }
 
 /// The view of `p`'s node after the writer applied `p` to it.
-fn applied(mut view: CloudNodeView, p: &NodePatch) -> CloudNodeView {
+fn applied(mut view: ViewOf<Mock>, p: &NodePatch) -> ViewOf<Mock> {
     if let Some(spec) = &p.spec {
         let ipam = &spec["spec"]["ipam"];
         if let Some(pool) = ipam["pool"].as_object() {
@@ -261,8 +271,8 @@ fn applied(mut view: CloudNodeView, p: &NodePatch) -> CloudNodeView {
     }
     if let Some(status) = &p.status {
         let status = &status["status"];
-        if !status["azure"]["interfaces"].is_null() {
-            view.azure_interfaces = status["azure"]["interfaces"].clone();
+        if !status[Mock::FIELD].is_null() {
+            view.provider_status = status[Mock::FIELD].clone();
         }
         if let Some(ip) = status["ipam"]["assigned-static-ip"].as_str() {
             view.assigned_static_ip = ip.to_owned();
@@ -277,9 +287,9 @@ fn applied(mut view: CloudNodeView, p: &NodePatch) -> CloudNodeView {
 /// Apply patches to `view` (as the writer and API server would) until `done` holds.
 async fn follow(
     rx: &mut mpsc::UnboundedReceiver<NodePatch>,
-    mut view: CloudNodeView,
-    done: impl Fn(&CloudNodeView) -> bool,
-) -> CloudNodeView {
+    mut view: ViewOf<Mock>,
+    done: impl Fn(&ViewOf<Mock>) -> bool,
+) -> ViewOf<Mock> {
     tokio::time::timeout(Duration::from_secs(30), async {
         while !done(&view) {
             let p = rx.recv().await.expect("manager alive");
@@ -309,7 +319,7 @@ async fn a_new_node_gets_pre_allocate_addresses_in_one_round() {
         "one allocation of pre-allocate (8), then the instance is read again"
     );
     assert_eq!(
-        view.azure_interfaces[0]["addresses"]
+        view.provider_status["interfaces"][0]["addresses"]
             .as_array()
             .unwrap()
             .len(),
