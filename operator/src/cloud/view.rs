@@ -1,16 +1,18 @@
-//! What the cloud node manager reads of a CiliumNode, field by field from the object's JSON
-//! (as [`weft_cluster_ipam::node::NodeView`] does for the block allocators), so that a wrong shape in one
-//! field becomes an error naming that field on that node, and values the strict wire type
-//! would refuse (a negative `pre-allocate`, which Cilium keeps) are read as Cilium reads them.
-//! Pure.
+//! What the cloud node manager reads of a CiliumNode, through the one tolerant reader
+//! ([`weft_cluster_ipam::node::NodeRead`]) the block allocators use too: a part of the wrong
+//! form becomes an error naming its path on that node and reads as empty, every other part is
+//! kept, and values the strict wire type would refuse (a negative `pre-allocate`, which Cilium
+//! keeps) are read as Cilium reads them. Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
-use serde::de::DeserializeOwned;
-use serde_json::Value;
-use weft_k8s::resource::decode;
-
-use weft_cluster_ipam::node::IGNORE_ANNOTATION;
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::{Map, Value};
+use weft_cluster_ipam::node::NodeRead;
+use weft_k8s::resource::FieldError;
 
 use super::CloudProvider;
 
@@ -20,7 +22,7 @@ pub type ViewOf<P> =
 
 /// The cloud manager's view of one CiliumNode: what every cloud reads, and the provider's parts
 /// of spec (`S`) and status (`T`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct CloudNodeView<S, T> {
     /// `metadata.name`.
     pub name: String,
@@ -53,60 +55,15 @@ pub struct CloudNodeView<S, T> {
     /// The provider's part of the status as the object shows it (compared before writing it
     /// again; a part that does not read as the provider's reads as empty, and is rewritten).
     pub provider_status: T,
-    /// A field has the wrong shape: `(field path, what is wrong)`.
-    pub invalid: Option<(String, String)>,
+    /// The fields of the wrong form, each with its path (shared: a view is cloned per round).
+    pub invalid: Arc<[FieldError]>,
 }
 
-type FieldError = (String, String);
-
-fn text(value: &Value, field: &str) -> Result<String, FieldError> {
-    match value {
-        Value::Null => Ok(String::new()),
-        Value::String(s) => Ok(s.clone()),
-        other => Err((field.to_owned(), format!("{other} is not a string"))),
-    }
-}
-
-fn count(value: &Value, field: &str) -> Result<i64, FieldError> {
-    match value {
-        Value::Null => Ok(0),
-        v => v.as_i64().ok_or_else(|| {
-            (
-                field.to_owned(),
-                format!("{v} is not a whole number of addresses"),
-            )
-        }),
-    }
-}
-
-fn string_map(
-    value: &Value,
-    field: &str,
-    item: impl Fn(&Value, &str) -> Result<String, FieldError>,
-) -> Result<BTreeMap<String, String>, FieldError> {
-    match value {
-        Value::Null => Ok(BTreeMap::new()),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| Ok((k.clone(), item(v, &format!("{field}.{k}"))?)))
-            .collect(),
-        other => Err((field.to_owned(), format!("{other} is not a map"))),
-    }
-}
-
-/// The provider's part at `doc`, `Default` when absent.
-fn part<S: DeserializeOwned + Default>(doc: &Value, field: &str) -> Result<S, FieldError> {
-    if doc.is_null() {
-        return Ok(S::default());
-    }
-    decode(doc).map_err(|e| {
-        let path = if e.path == "." {
-            field.to_owned()
-        } else {
-            format!("{field}.{}", e.path)
-        };
-        (path, e.source.to_string())
-    })
+/// An entry of `spec.ipam.pool`: the resource that owns the address.
+#[derive(Deserialize, Default)]
+struct Owner {
+    #[serde(default)]
+    resource: String,
 }
 
 impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView<S, T> {
@@ -114,74 +71,48 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
     /// `spec.<field>` and `status.<field>`.
     #[must_use]
     pub fn from_json(doc: &Value, field: &str) -> Self {
-        let spec = &doc["spec"];
-        let ipam = &spec["ipam"];
-        let status = &doc["status"]["ipam"];
+        let mut read = NodeRead::new(doc);
+        let ipam = |key| ["spec", "ipam", key];
+        let status = |key| ["status", "ipam", key];
+        let pool: BTreeMap<String, Owner> = read.part(&ipam("pool"));
+        let used: Map<String, Value> = read.part(&status("used"));
         let mut view = Self {
-            name: doc["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            ignored: doc["metadata"]["annotations"][IGNORE_ANNOTATION]
-                .as_str()
-                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
-            operator_error: status["operator-status"]["error"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            provider_status: part(&doc["status"][field], "").unwrap_or_default(),
-            instance_id: String::new(),
-            provider: S::default(),
-            pre_allocate: 0,
-            min_allocate: 0,
-            max_allocate: 0,
-            max_above_watermark: 0,
-            static_ip_tags: BTreeMap::new(),
-            pool: BTreeMap::new(),
-            used: BTreeSet::new(),
-            release_ips: BTreeMap::new(),
-            assigned_static_ip: String::new(),
-            invalid: None,
+            name: read.name().to_owned(),
+            ignored: read.ignored(),
+            instance_id: read.part(&["spec", "instance-id"]),
+            provider: read.part(&["spec", field]),
+            pre_allocate: read.part(&ipam("pre-allocate")),
+            min_allocate: read.part(&ipam("min-allocate")),
+            max_allocate: read.part(&ipam("max-allocate")),
+            max_above_watermark: read.part(&ipam("max-above-watermark")),
+            static_ip_tags: read.part(&ipam("static-ip-tags")),
+            pool: pool.into_iter().map(|(ip, o)| (ip, o.resource)).collect(),
+            used: used.into_iter().map(|(ip, _)| ip).collect(),
+            release_ips: read.part(&status("release-ips")),
+            assigned_static_ip: read.part(&status("assigned-static-ip")),
+            operator_error: String::new(),
+            provider_status: T::default(),
+            invalid: Arc::default(),
         };
-        let parsed = (|| {
-            view.instance_id = text(&spec["instance-id"], "spec.instance-id")?;
-            view.provider = part(&spec[field], &format!("spec.{field}"))?;
-            view.pre_allocate = count(&ipam["pre-allocate"], "spec.ipam.pre-allocate")?;
-            view.min_allocate = count(&ipam["min-allocate"], "spec.ipam.min-allocate")?;
-            view.max_allocate = count(&ipam["max-allocate"], "spec.ipam.max-allocate")?;
-            view.max_above_watermark = count(
-                &ipam["max-above-watermark"],
-                "spec.ipam.max-above-watermark",
-            )?;
-            view.static_ip_tags =
-                string_map(&ipam["static-ip-tags"], "spec.ipam.static-ip-tags", text)?;
-            view.pool = string_map(&ipam["pool"], "spec.ipam.pool", |v, f| {
-                text(&v["resource"], &format!("{f}.resource"))
-            })?;
-            view.used = string_map(
-                &status["used"],
-                "status.ipam.used",
-                |_, _| Ok(String::new()),
-            )?
-            .into_keys()
-            .collect();
-            view.release_ips = string_map(&status["release-ips"], "status.ipam.release-ips", text)?;
-            view.assigned_static_ip = text(
-                &status["assigned-static-ip"],
-                "status.ipam.assigned-static-ip",
-            )?;
-            Ok::<_, FieldError>(())
-        })();
-        view.invalid = parsed.err();
+        view.invalid = read.finish().into();
+        // The operator's own parts of the status: one of the wrong form reads as empty and is
+        // replaced by the next write, without an error on the node.
+        let mut own = NodeRead::new(doc);
+        view.operator_error = own.part(&["status", "ipam", "operator-status", "error"]);
+        view.provider_status = own.part(&["status", field]);
         view
     }
 
-    /// The error text for `operator-status` when a field has the wrong shape.
+    /// The error text for `operator-status` when fields have the wrong form: each
+    /// `path: problem`, joined by `; `.
     #[must_use]
     pub fn invalid_text(&self) -> Option<String> {
-        self.invalid
-            .as_ref()
-            .map(|(field, reason)| format!("{field}: {reason}"))
+        (!self.invalid.is_empty()).then(|| {
+            let texts: Vec<String> = (self.invalid.iter())
+                .map(|e| format!("{}: {}", e.path, e.source))
+                .collect();
+            texts.join("; ")
+        })
     }
 }
 
@@ -216,7 +147,7 @@ mod tests {
             }),
             "azure",
         );
-        assert_eq!(view.invalid, None);
+        assert!(view.invalid.is_empty(), "{:?}", view.invalid_text());
         assert!(view.instance_id.ends_with("/vm1"));
         assert_eq!(view.provider.interface_name, "eth0");
         assert_eq!(
@@ -264,11 +195,8 @@ mod tests {
             ),
         ] {
             let view = View::from_json(&doc, "azure");
-            assert_eq!(
-                view.invalid.as_ref().map(|(f, _)| f.as_str()),
-                Some(field),
-                "{doc}"
-            );
+            let paths: Vec<&str> = view.invalid.iter().map(|e| e.path.as_str()).collect();
+            assert_eq!(paths, [field], "{doc}");
         }
     }
 }

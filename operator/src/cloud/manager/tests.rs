@@ -9,6 +9,7 @@ use std::{
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use weft_k8s::resource::FieldError;
 
 use super::*;
 use crate::cloud::{
@@ -522,10 +523,10 @@ async fn a_field_error_is_cleared_once_the_field_is_fixed() {
     m.upsert(node("n1", "i-1"));
     let good = follow(&mut rx, node("n1", "i-1"), |v| v.pool.len() == 8).await;
     let mut broken = good.clone();
-    broken.invalid = Some((
-        "spec.ipam.pre-allocate".into(),
-        "\"8\" is not a whole number".into(),
-    ));
+    broken.invalid = Arc::from([FieldError {
+        path: "spec.ipam.pre-allocate".into(),
+        source: serde::de::Error::custom("\"8\" is not a whole number"),
+    }]);
     m.upsert(broken.clone());
     let view = follow(&mut rx, broken, |v| {
         v.operator_error.starts_with("spec.ipam.pre-allocate")
@@ -533,7 +534,7 @@ async fn a_field_error_is_cleared_once_the_field_is_fixed() {
     .await;
     // The user fixes the field; the node needs nothing, so no round runs to clear it.
     let mut fixed = view;
-    fixed.invalid = None;
+    fixed.invalid = Arc::default();
     m.upsert(fixed.clone());
     follow(&mut rx, fixed, |v| v.operator_error.is_empty()).await;
 }
