@@ -63,3 +63,45 @@ fn readme_and_docs_pass_the_checks() {
         findings.join("\n")
     );
 }
+
+/// docs/architecture.md: `weft-agent` → `weft-cluster-ipam` ← `weft-operator`, all three →
+/// `weft-k8s`, and neither program depends on the other (so the agent links no cloud client).
+#[test]
+fn the_crates_depend_one_way_as_the_architecture_says() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(docs::repo_root())
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let deps = |package: &str| -> Vec<String> {
+        let found = meta["packages"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["name"] == package));
+        let found = found.unwrap_or_else(|| panic!("{package} is not a workspace member"));
+        found["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str())
+            .filter(|name| name.starts_with("weft-"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(deps("weft-agent"), ["weft-cluster-ipam", "weft-k8s"]);
+    assert_eq!(deps("weft-operator"), ["weft-cluster-ipam", "weft-k8s"]);
+    assert_eq!(deps("weft-cluster-ipam"), ["weft-k8s"]);
+    assert_eq!(deps("weft-k8s"), Vec::<String>::new());
+}
