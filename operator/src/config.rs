@@ -36,6 +36,18 @@ pub enum ConfigError {
         /// What it accepts.
         expected: &'static str,
     },
+    /// `azure-user-assigned-identity-id` is an ARM resource ID where the client ID belongs.
+    #[error(
+        "--{key} {id:?} is an ARM resource ID, but the client ID (a UUID) of the identity is \
+         expected: find it with `az identity show --ids {id} --query clientId`, or in the Azure \
+         portal on the identity's Overview page as \"Client ID\""
+    )]
+    ResourceIdAsClientId {
+        /// The key (`azure-user-assigned-identity-id`).
+        key: &'static str,
+        /// The value given.
+        id: String,
+    },
     /// The IPAM mode is not one the operator serves.
     #[error(
         "{key}: {value:?} is not served by weft-operator; use cluster-pool, multi-pool or azure \

@@ -1,6 +1,7 @@
-//! The composition root: resolve the configuration, build the mode's allocator, connect,
-//! serve `/healthz` (and `/metrics`), wait for leadership, create the configured pools (or,
-//! in azure mode, set up Azure and start the cloud manager with its first resync), then run
+//! The composition root: resolve the configuration, plan the mode ([`plan`]: a block
+//! allocator, or a cloud provider), connect, serve `/healthz` (and `/metrics`), wait for
+//! leadership, create the configured pools (or, in a cloud mode, set up the provider and start
+//! the cloud manager with its first resync), then run
 //! the event loop and the writer until SIGTERM/SIGINT or lost leadership. Only the leader
 //! watches and writes, so a replica that is not leading mutates nothing.
 //!
@@ -20,10 +21,7 @@ use std::{
 use kube::{Client, api::ListParams};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
-use weft_cluster_ipam::{
-    clusterpool::ClusterPoolError,
-    manager::{Allocator, ClusterPoolAllocator, MultiPoolAllocator, NodeManager},
-};
+use weft_cluster_ipam::clusterpool::ClusterPoolError;
 use weft_k8s::{
     Resource,
     client::{ConnectError, status_code},
@@ -44,6 +42,9 @@ use crate::{
     leader::Elector,
     metrics::{CloudObserver, Metrics},
 };
+
+mod plan;
+use plan::Plan;
 
 /// How long the writer may take to finish queued writes at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -80,9 +81,9 @@ pub enum RunError {
     /// one, restarted) takes over cleanly.
     #[error("leader election lost")]
     LeadershipLost,
-    /// Azure IPAM could not be set up (settings, IMDS, credentials).
+    /// The cloud provider could not be set up (its settings, metadata service, credentials).
     #[error(transparent)]
-    Azure(#[from] crate::azure::setup::SetupError),
+    CloudSetup(Box<dyn std::error::Error + Send + Sync>),
     /// The cloud node manager could not start (its first resync failed).
     #[error(transparent)]
     Cloud(Box<dyn std::error::Error + Send + Sync>),
@@ -252,19 +253,6 @@ async fn pools_for(
     Ok(Some(resource))
 }
 
-/// The block mode's allocator, built from the configuration (`None`: a cloud mode, which
-/// runs the cloud node manager instead).
-fn allocator(config: &OperatorConfig) -> Result<Option<Box<dyn Allocator>>, RunError> {
-    Ok(Some(match config.ipam {
-        IpamMode::ClusterPool => Box::new(ClusterPoolAllocator::new(&config.cluster_pool)?),
-        IpamMode::MultiPool => Box::new(MultiPoolAllocator::new(
-            config.enable_ipv4,
-            config.enable_ipv6,
-        )),
-        IpamMode::Azure => return Ok(None),
-    }))
-}
-
 /// What the leader runs once elected: the event loop over `manager`, the writer, and for
 /// the cloud manager its resync loop; until a signal or lost leadership.
 struct Leading<'a> {
@@ -315,13 +303,9 @@ async fn operate(
     stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let config = OperatorConfig::resolve(&cli, &file)?;
-    let allocator = allocator(&config)?;
-    if config.ipam == IpamMode::Azure {
-        crate::azure::setup::check(&config.azure)?;
-    }
+    let plan = Plan::of(&config)?;
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
     let metrics = Metrics::with_naming(cli.metrics_naming);
-    let manager = allocator.map(|a| Arc::new(Mutex::new(NodeManager::new(a))));
     let (client, reach) = weft_k8s::client::connect_watched(
         cli.kubeconfig.as_deref(),
         Some(metrics.kube.clone()),
@@ -334,7 +318,7 @@ async fn operate(
     reach.set_side_resources(&["ciliumidentities", "ciliumendpoints", "events"]);
 
     let cloud_refresh = CloudRefresh::default();
-    serve_http(&config, &metrics, manager.as_ref(), &cloud_refresh, &reach).await?;
+    serve_http(&config, &metrics, plan.blocks(), &cloud_refresh, &reach).await?;
 
     let mut leadership = if config.leader_election {
         let elector = Elector::new(
@@ -372,20 +356,17 @@ async fn operate(
         stop: stop.clone(),
         cloud_refresh,
     };
-    let outcome = if let Some(manager) = manager {
-        let pool_resource = tokio::select! {
-            r = pools_for(&client, &config) => r?,
-            () = stopped(stop.clone()) => return Ok(()),
-        };
-        leading
-            .blocks(cli, file, manager, pool_resource, lost)
-            .await
-    } else {
-        let provider = tokio::select! {
-            p = crate::azure::setup::provider(&config.azure, &config.cloud, &metrics) => p?,
-            () = stopped(stop.clone()) => return Ok(()),
-        };
-        leading.cloud(provider, lost).await
+    let outcome = match plan {
+        Plan::Blocks(manager) => {
+            let pool_resource = tokio::select! {
+                r = pools_for(&client, &config) => r?,
+                () = stopped(stop.clone()) => return Ok(()),
+            };
+            leading
+                .blocks(cli, file, manager, pool_resource, lost)
+                .await
+        }
+        Plan::Cloud(start) => start(&leading, Box::pin(lost)).await,
     };
     drop(identity_gc);
     metrics.leader.set(0);

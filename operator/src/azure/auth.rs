@@ -94,16 +94,6 @@ pub enum AuthError {
         #[source]
         source: std::io::Error,
     },
-    /// `--azure-user-assigned-identity-id` is a resource ID, not a client ID.
-    #[error(
-        "--azure-user-assigned-identity-id {id:?} is an ARM resource ID, but the client ID (a UUID) of \
-         the identity is expected: find it with `az identity show --ids {id} --query clientId`, or in \
-         the Azure portal on the identity's Overview page as \"Client ID\""
-    )]
-    ResourceIdAsClientId {
-        /// The value given.
-        id: String,
-    },
 }
 
 /// A bearer token; its `Debug` never shows the secret.
@@ -172,18 +162,6 @@ impl TokenCredential for StaticToken {
     }
 }
 
-/// Refuse a user-assigned identity given as an ARM resource ID (Cilium wants the client ID).
-///
-/// # Errors
-/// [`AuthError::ResourceIdAsClientId`] for `/subscriptions/…` values.
-pub fn check_user_assigned_identity_id(id: &str) -> Result<(), AuthError> {
-    let lower = id.trim().to_ascii_lowercase();
-    if lower.starts_with("/subscriptions/") || lower.contains("/userassignedidentities/") {
-        return Err(AuthError::ResourceIdAsClientId { id: id.to_owned() });
-    }
-    Ok(())
-}
-
 /// Where the chain gets its endpoints.
 #[derive(Clone, Debug)]
 pub struct CredentialOptions {
@@ -191,7 +169,8 @@ pub struct CredentialOptions {
     pub authority_host: String,
     /// IMDS base URL (`http://169.254.169.254`).
     pub imds_base_url: String,
-    /// `--azure-user-assigned-identity-id`: managed identity with this client ID only.
+    /// `--azure-user-assigned-identity-id`: managed identity with this client ID only (the
+    /// configuration refuses a resource ID there).
     pub user_assigned_identity_id: Option<String>,
     /// Timeout of one token request (`None`: none).
     pub timeout: Option<Duration>,
@@ -278,7 +257,6 @@ impl Credential {
     /// Pick the chain's link from the environment (`env` looks a variable up; empty is unset).
     ///
     /// # Errors
-    /// [`AuthError::ResourceIdAsClientId`] for a resource ID as the user-assigned identity;
     /// [`AuthError::Client`] when the HTTP client cannot be built.
     pub fn from_env(
         options: &CredentialOptions,
@@ -310,7 +288,6 @@ impl Credential {
         let authority =
             var("AZURE_AUTHORITY_HOST").unwrap_or_else(|| options.authority_host.clone());
         let source = if let Some(id) = &options.user_assigned_identity_id {
-            check_user_assigned_identity_id(id)?;
             managed(Some(id.trim().to_owned()))
         } else {
             match (

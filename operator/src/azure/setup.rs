@@ -10,7 +10,7 @@ use weft_cluster_ipam::operator_keys as keys;
 
 use super::{
     api::{ArmClient, ArmError, ArmSettings},
-    auth::{self, AuthError, Credential, CredentialOptions},
+    auth::{AuthError, Credential, CredentialOptions},
     imds::{self, Imds, ImdsError},
     instances::Instances,
 };
@@ -25,9 +25,6 @@ pub type AzureProvider = Instances<ArmClient>;
 /// Why Azure IPAM could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
-    /// `--azure-user-assigned-identity-id` is unusable.
-    #[error("{}", keys::AZURE_USER_ASSIGNED_IDENTITY_ID.key)]
-    Identity(#[source] AuthError),
     /// IMDS could not be read.
     #[error(
         "reading the instance metadata (--{} {endpoint}); outside Azure set --{}, --{} and --{}",
@@ -51,18 +48,6 @@ pub enum SetupError {
     Client(#[source] ArmError),
 }
 
-/// The checks that need no request.
-///
-/// # Errors
-/// [`SetupError::Identity`] for a resource ID where a client ID belongs.
-pub fn check(config: &AzureConfig) -> Result<(), SetupError> {
-    if !config.user_assigned_identity_id.is_empty() {
-        auth::check_user_assigned_identity_id(&config.user_assigned_identity_id)
-            .map_err(SetupError::Identity)?;
-    }
-    Ok(())
-}
-
 /// Build the provider.
 ///
 /// # Errors
@@ -72,7 +57,6 @@ pub async fn provider(
     limits: &CloudConfig,
     metrics: &Metrics,
 ) -> Result<AzureProvider, SetupError> {
-    check(config)?;
     let imds_error = |source| SetupError::Imds {
         endpoint: config.imds_endpoint.clone(),
         source,

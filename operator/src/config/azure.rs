@@ -33,3 +33,11 @@ impl Default for AzureConfig {
         }
     }
 }
+
+/// Whether `id` is an identity's ARM resource ID (`/subscriptions/…/userAssignedIdentities/…`),
+/// given where Cilium wants the identity's client ID.
+#[must_use]
+pub fn is_resource_id(id: &str) -> bool {
+    let lower = id.trim().to_ascii_lowercase();
+    lower.starts_with("/subscriptions/") || lower.contains("/userassignedidentities/")
+}

@@ -227,7 +227,14 @@ pub const BINDINGS: [Binding; keys::KEYS.len()] = [
         Ok(())
     }),
     bind(&keys::AZURE_USER_ASSIGNED_IDENTITY_ID, |c, v| {
-        c.azure.user_assigned_identity_id = v.one();
+        let id = v.one();
+        if super::azure::is_resource_id(&id) {
+            return Err(ConfigError::ResourceIdAsClientId {
+                key: keys::AZURE_USER_ASSIGNED_IDENTITY_ID.key,
+                id,
+            });
+        }
+        c.azure.user_assigned_identity_id = id;
         Ok(())
     }),
     bind(&keys::AZURE_USE_PRIMARY_ADDRESS, |c, v| {

@@ -289,3 +289,21 @@ fn the_generic_cloud_knobs_are_in_the_cloud_section() {
         CloudConfig::default()
     );
 }
+
+#[test]
+fn an_identity_s_resource_id_is_refused_with_the_way_to_its_client_id() {
+    let id = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/weft";
+    let flag = format!("--azure-user-assigned-identity-id={id}");
+    let msg = resolve(&[flag.as_str()], &[])
+        .expect_err("a resource ID")
+        .to_string();
+    assert!(msg.contains("client ID (a UUID)"), "{msg}");
+    assert!(
+        msg.contains(&format!("az identity show --ids {id} --query clientId")),
+        "{msg}"
+    );
+    assert!(msg.contains("Overview page"), "{msg}");
+    let uuid = "11111111-2222-3333-4444-555555555555";
+    let given = resolve(&[], &[("azure-user-assigned-identity-id", uuid)]).expect("a client ID");
+    assert_eq!(given.azure.user_assigned_identity_id, uuid);
+}

@@ -211,28 +211,6 @@ async fn system_assigned_and_rejections() {
 }
 
 #[test]
-fn resource_ids_are_refused() {
-    let id = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/weft";
-    let err = check_user_assigned_identity_id(id).unwrap_err();
-    let msg = err.to_string();
-    assert!(msg.contains("client ID (a UUID)"), "{msg}");
-    assert!(
-        msg.contains(&format!("az identity show --ids {id} --query clientId")),
-        "{msg}"
-    );
-    assert!(msg.contains("Overview page"), "{msg}");
-    assert!(check_user_assigned_identity_id("11111111-2222-3333-4444-555555555555").is_ok());
-    let server_less = CredentialOptions {
-        user_assigned_identity_id: Some(id.into()),
-        ..CredentialOptions::for_cloud(&crate::azure::imds::CLOUDS[0], "http://x")
-    };
-    assert!(matches!(
-        Credential::from_env(&server_less, |_| None),
-        Err(AuthError::ResourceIdAsClientId { .. })
-    ));
-}
-
-#[test]
 fn lifetimes() {
     let now = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
     let parse = |v: serde_json::Value| {
