@@ -245,18 +245,31 @@ pub struct RunArgs {
     pub config: ConfigArgs,
 }
 
+/// A listen address that is neither `host:port` nor `:port`.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?} is not host:port or :port")]
+pub struct ListenAddrError {
+    /// The text given.
+    text: String,
+    /// Why it does not parse.
+    #[source]
+    source: std::net::AddrParseError,
+}
+
 /// A listen address: `host:port`, or Cilium's `:port` for every interface.
 ///
 /// # Errors
 /// Neither form parses.
-pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+pub fn parse_listen_addr(text: &str) -> Result<std::net::SocketAddr, ListenAddrError> {
     let full = if text.starts_with(':') {
         format!("0.0.0.0{text}")
     } else {
         text.to_owned()
     };
-    full.parse()
-        .map_err(|e| format!("{text:?} is not host:port or :port ({e})"))
+    full.parse().map_err(|source| ListenAddrError {
+        text: text.to_owned(),
+        source,
+    })
 }
 
 /// `weft-agent ipam ...`

@@ -210,11 +210,13 @@ impl RateLimit {
     async fn wait(&mut self) {
         let now = tokio::time::Instant::now();
         let (start, used) = match self.window {
-            Some((start, used)) if now < start + self.interval => (start, used),
+            Some((start, used)) if now.duration_since(start) < self.interval => (start, used),
             _ => (now, 0),
         };
         if used >= self.limit.max(1) {
-            tokio::time::sleep_until(start + self.interval).await;
+            // A relative sleep: tokio caps a far deadline, where `start + interval` could
+            // overflow the clock.
+            tokio::time::sleep(self.interval.saturating_sub(now.duration_since(start))).await;
             self.window = Some((tokio::time::Instant::now(), 1));
         } else {
             self.window = Some((start, used + 1));

@@ -110,7 +110,7 @@ fn listen_addresses_take_cilium_s_port_only_form() {
         parse_listen_addr("[::1]:9962").expect("IPv6"),
         "[::1]:9962".parse().expect("addr")
     );
-    let error = parse_listen_addr("9962").expect_err("no colon");
+    let error = parse_listen_addr("9962").expect_err("no colon").to_string();
     assert!(error.contains("host:port or :port"), "{error}");
 }
 

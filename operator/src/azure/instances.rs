@@ -17,7 +17,7 @@ use weft_k8s::crd::azure::AzureInterface;
 use super::{
     api::{ArmError, AzureApi},
     model,
-    parse::{SubnetMap, parse_interface},
+    parse::{ParseError, SubnetMap, parse_interface},
     resource_id,
 };
 
@@ -32,7 +32,7 @@ pub struct Cache {
     /// Subnets by ARM ID.
     pub subnets: SubnetMap,
     /// Why a NIC of an instance could not be read at the last sync (by instance).
-    pub errors: BTreeMap<String, String>,
+    pub errors: BTreeMap<String, ParseError>,
     /// Instances deleted while a full resync runs (not to be brought back by it).
     deleted_during_resync: Option<BTreeSet<String>>,
 }
@@ -54,7 +54,7 @@ pub struct Instances<A> {
 /// NICs parsed into instances; unusable NICs logged and counted per instance.
 struct Parsed {
     instances: BTreeMap<String, Instance>,
-    errors: BTreeMap<String, String>,
+    errors: BTreeMap<String, ParseError>,
 }
 
 fn parse_all(nics: &[model::NetworkInterface], subnets: &SubnetMap, use_primary: bool) -> Parsed {
@@ -84,7 +84,7 @@ fn parse_all(nics: &[model::NetworkInterface], subnets: &SubnetMap, use_primary:
                     .map(|id| id.to_lowercase());
                 warn!(%error, instance = instance.as_deref().unwrap_or("?"), "Azure answered with a network interface that cannot be used; its instance keeps its last known interfaces");
                 if let Some(instance) = instance {
-                    parsed.errors.insert(instance, error.to_string());
+                    parsed.errors.insert(instance, error);
                 }
             }
         }

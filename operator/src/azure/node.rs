@@ -16,7 +16,7 @@ use weft_k8s::crd::azure::{AzureInterface, AzureSpec, INTERFACE_ADDRESS_LIMIT, S
 use super::{
     api::{ArmError, AzureApi},
     instances::Instances,
-    parse::SubnetMap,
+    parse::{ParseError, SubnetMap},
     resource_id,
 };
 use crate::cloud::{
@@ -107,13 +107,14 @@ pub enum AzureError {
     },
     /// A NIC of the instance could not be read at the last sync: nothing is changed on it.
     #[error(
-        "a network interface of instance {instance} is unusable ({reason}); not allocating on it until Azure answers with a usable one"
+        "a network interface of instance {instance} is unusable; not allocating on it until Azure answers with a usable one"
     )]
     Unreadable {
         /// The instance ID.
         instance: String,
         /// What was wrong with the NIC.
-        reason: String,
+        #[source]
+        source: ParseError,
     },
     /// An address to release is not an IP.
     #[error("{address:?} is not an IP address")]
@@ -365,10 +366,10 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
     ) -> Result<AllocationAction, AzureError> {
         let nics = self.instance(node)?;
         let cache = self.lock();
-        if let Some(reason) = cache.errors.get(node.instance_id) {
+        if let Some(source) = cache.errors.get(node.instance_id) {
             return Err(AzureError::Unreadable {
                 instance: node.instance_id.to_owned(),
-                reason: reason.clone(),
+                source: source.clone(),
             });
         }
         let mut action = AllocationAction::default();

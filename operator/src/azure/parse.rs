@@ -13,7 +13,7 @@ use weft_k8s::crd::azure::{AzureAddress, AzureInterface, AzureSubnet};
 use super::model;
 
 /// A NIC or subnet that cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
     /// A NIC without an `id`.
     #[error("network interface named {name:?} has no id")]

@@ -100,3 +100,16 @@ fn stale_heartbeats_are_dropped_and_forgotten_ones_restart_from_the_table() {
     assert!(heartbeats.is_empty());
     assert!(!heartbeats.is_alive("301", start + TIMEOUT * 11));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_interval_past_the_clock_s_range_waits_without_overflowing() {
+    let mut limit = super::RateLimit {
+        interval: Duration::MAX,
+        limit: 1,
+        window: None,
+    };
+    limit.wait().await;
+    // The second delete of the window waits for the (endless) interval: it must not panic.
+    let second = tokio::time::timeout(Duration::from_secs(1), limit.wait()).await;
+    assert!(second.is_err(), "the second delete waits");
+}
