@@ -105,3 +105,28 @@ fn the_crates_depend_one_way_as_the_architecture_says() {
     assert_eq!(deps("weft-cluster-ipam"), ["weft-k8s"]);
     assert_eq!(deps("weft-k8s"), Vec::<String>::new());
 }
+
+/// docs/architecture.md: a module with children is `foo.rs` beside `foo/`, never `foo/mod.rs`.
+#[test]
+fn no_crate_uses_mod_rs() {
+    fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+        for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("a directory entry").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() && !matches!(name, "target" | ".git" | "node_modules") {
+                walk(&path, found);
+            } else if name == "mod.rs" {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&docs::repo_root(), &mut found);
+    assert!(
+        found.is_empty(),
+        "move each to the folder's name + .rs (`git mv foo/mod.rs foo.rs`): {found:?}"
+    );
+}
