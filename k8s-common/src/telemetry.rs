@@ -151,10 +151,10 @@ fn layer_level(
     debug: Option<&str>,
 ) -> Result<Option<&'static str>, TelemetryError> {
     if let Some(value) = log_level.filter(|v| !v.is_empty()) {
-        return level_of(&named(flag, "log-level"), value).map(Some);
+        return level_of(&named(flag, LOG_LEVEL), value).map(Some);
     }
     debug
-        .map(|value| debug_of(&named(flag, "debug"), value))
+        .map(|value| debug_of(&named(flag, DEBUG), value))
         .transpose()
 }
 
@@ -191,7 +191,7 @@ pub fn resolve(
 ) -> Result<Settings, TelemetryError> {
     let key = |k: &str| keys.get(k).map(String::as_str);
     let flags = layer_level(true, args.log_level.as_deref(), args.debug.as_deref())?;
-    let from_keys = layer_level(false, key("log-level"), key("debug"))?;
+    let from_keys = layer_level(false, key(LOG_LEVEL), key(DEBUG))?;
     let filter = match rust_log.filter(|v| !v.trim().is_empty()) {
         Some(value) => {
             check_rust_log(value)?;
@@ -199,9 +199,9 @@ pub fn resolve(
         }
         None => format!("{},{QUIET}", flags.or(from_keys).unwrap_or("info")),
     };
-    let format = match (args.log_format.as_deref(), key("log-format")) {
-        (Some(value), _) => Some((named(true, "log-format"), value)),
-        (None, Some(value)) if !value.is_empty() => Some((named(false, "log-format"), value)),
+    let format = match (args.log_format.as_deref(), key(LOG_FORMAT)) {
+        (Some(value), _) => Some((named(true, LOG_FORMAT), value)),
+        (None, Some(value)) if !value.is_empty() => Some((named(false, LOG_FORMAT), value)),
         (None, _) => None,
     }
     .map(|(name, value)| {
@@ -240,8 +240,15 @@ pub fn init(settings: &Settings) -> Result<(), TelemetryError> {
     .map_err(TelemetryError::Init)
 }
 
+/// The key (and flag) `debug`.
+const DEBUG: &str = "debug";
+/// The key (and flag) `log-level`.
+const LOG_LEVEL: &str = "log-level";
+/// The key (and flag) `log-format`.
+const LOG_FORMAT: &str = "log-format";
+
 /// The keys [`resolve`] reads, for each program's list of known keys.
-pub const KEYS: [&str; 3] = ["debug", "log-level", "log-format"];
+pub const KEYS: [&str; 3] = [DEBUG, LOG_LEVEL, LOG_FORMAT];
 
 #[cfg(test)]
 mod tests {

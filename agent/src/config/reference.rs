@@ -164,9 +164,15 @@ const fn pool(
 mod node;
 mod seed;
 
-pub use self::node::{
-    ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, IPAM, ONLY_MASQUERADE_DEFAULT_POOL,
-    PROMETHEUS_SERVE_ADDR,
+pub use self::{
+    node::{
+        ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, IPAM, ONLY_MASQUERADE_DEFAULT_POOL,
+        PROMETHEUS_SERVE_ADDR,
+    },
+    seed::{
+        CLUSTER_POOL_IPV4_CIDR, CLUSTER_POOL_IPV4_MASK_SIZE, CLUSTER_POOL_IPV6_CIDR,
+        CLUSTER_POOL_IPV6_MASK_SIZE,
+    },
 };
 
 /// Every key the agent reads, in the documentation's order.
@@ -209,10 +215,10 @@ pub const REFERENCE: [Key; 45] = [
     seed::ENI_USE_PRIMARY_ADDRESS,
     seed::ENI_DISABLE_PREFIX_DELEGATION,
     seed::ENI_DELETE_ON_TERMINATION,
-    seed::CLUSTER_POOL_IPV4_CIDR,
-    seed::CLUSTER_POOL_IPV4_MASK_SIZE,
-    seed::CLUSTER_POOL_IPV6_CIDR,
-    seed::CLUSTER_POOL_IPV6_MASK_SIZE,
+    CLUSTER_POOL_IPV4_CIDR,
+    CLUSTER_POOL_IPV4_MASK_SIZE,
+    CLUSTER_POOL_IPV6_CIDR,
+    CLUSTER_POOL_IPV6_MASK_SIZE,
     node::FALSE,
     node::INFO,
     node::TEXT_TS,

@@ -30,7 +30,13 @@ use weft_cluster_ipam::{
 };
 
 use crate::{
-    config::AgentConfig,
+    config::{
+        AgentConfig,
+        reference::{
+            CLUSTER_POOL_IPV4_CIDR, CLUSTER_POOL_IPV4_MASK_SIZE, CLUSTER_POOL_IPV6_CIDR,
+            CLUSTER_POOL_IPV6_MASK_SIZE,
+        },
+    },
     crd::{ipam::IpamPoolAllocation, node::CiliumNode, pool::CiliumPodIPPool},
     ipam::mode::IpamMode,
     store::{OperatorWrite, Snapshot},
@@ -79,7 +85,7 @@ pub enum OperatorError {
     #[error("invalid {key} for the in-process cluster-pool allocator ({fix})")]
     ClusterPool {
         /// The cilium-config key to fix.
-        key: String,
+        key: &'static str,
         /// How.
         fix: &'static str,
         /// What the allocator said.
@@ -88,34 +94,52 @@ pub enum OperatorError {
     },
 }
 
+/// Which cluster-pool setting of a family an error points at.
+#[derive(Clone, Copy)]
+enum Setting {
+    Cidr,
+    MaskSize,
+}
+
 impl OperatorError {
     fn cluster_pool(source: ClusterPoolError) -> Self {
-        let key =
-            |family: Family, what: &str| format!("cluster-pool-{}-{what}", family.flag_name());
+        let key = |family: Family, what: Setting| {
+            let row = match (family, what) {
+                (Family::V4, Setting::Cidr) => CLUSTER_POOL_IPV4_CIDR,
+                (Family::V4, Setting::MaskSize) => CLUSTER_POOL_IPV4_MASK_SIZE,
+                (Family::V6, Setting::Cidr) => CLUSTER_POOL_IPV6_CIDR,
+                (Family::V6, Setting::MaskSize) => CLUSTER_POOL_IPV6_MASK_SIZE,
+            };
+            row.name()
+        };
         let (key, fix) = match &source {
             ClusterPoolError::CidrRequired { family } => (
-                key(*family, "cidr"),
+                key(*family, Setting::Cidr),
                 "set it, or switch the family off with enable-ipv4/enable-ipv6",
             ),
             ClusterPoolError::CidrForbidden { family } => (
-                key(*family, "cidr"),
+                key(*family, Setting::Cidr),
                 "remove it, or switch the family on with enable-ipv4/enable-ipv6",
             ),
             ClusterPoolError::InitAllocator { family, source } => match source {
                 CidrSetError::MaskSizeInvalid { .. }
                 | CidrSetError::SubnetTooBig { .. }
                 | CidrSetError::MaskShorterThanCluster { .. } => (
-                    key(*family, "mask-size"),
+                    key(*family, Setting::MaskSize),
                     "use a node block prefix length between the CIDRs' prefix length and the \
                      address length (IPv6: at most 16 bits longer than the CIDR's)",
                 ),
-                CidrSetError::WrongFamily { .. } => {
-                    (key(*family, "cidr"), "list only CIDRs of that family")
-                }
-                _ => (key(*family, "cidr"), "list CIDRs that do not overlap"),
+                CidrSetError::WrongFamily { .. } => (
+                    key(*family, Setting::Cidr),
+                    "list only CIDRs of that family",
+                ),
+                _ => (
+                    key(*family, Setting::Cidr),
+                    "list CIDRs that do not overlap",
+                ),
             },
             _ => (
-                "cluster-pool-ipv4-cidr".to_owned(),
+                CLUSTER_POOL_IPV4_CIDR.name(),
                 "check the cluster-pool settings",
             ),
         };
