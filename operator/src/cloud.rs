@@ -11,6 +11,8 @@
 pub mod manager;
 pub mod needed;
 pub mod node;
+pub mod ratelimit;
+pub mod transport;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};

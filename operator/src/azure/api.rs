@@ -7,10 +7,10 @@
 //! [`ApiMetrics`] under Cilium's operation names. Parsing the results into CiliumNode terms is
 //! [`super::parse`]'s; caching them is the instances cache's.
 //!
-//! - [`transport`]: the hyper client (shared with IMDS and the token endpoints).
+//! - [`crate::cloud::transport`]: the hyper client (shared with IMDS and the token endpoints).
 //! - `request`: one ARM exchange (rate limit, token, retries, metrics), GET and paging.
 //! - `lro`: completing a long-running PUT.
-//! - [`ratelimit`], [`retry`]: the token bucket and the retry delays (pure).
+//! - [`crate::cloud::ratelimit`], [`retry`]: the token bucket and the retry delays (pure).
 //! - `ops`, `publicip`: the operations.
 //! - [`metrics`]: `azure_api_*` metrics.
 //! - `error`: [`ArmError`].
@@ -24,20 +24,19 @@ use std::{
 };
 
 use super::{auth::TokenCredential, model, parse::SubnetMap};
+use crate::cloud::{ratelimit, transport};
 
 mod error;
 mod lro;
 pub mod metrics;
 mod ops;
 mod publicip;
-pub mod ratelimit;
 mod request;
 pub mod retry;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 pub(crate) mod testserver;
-pub mod transport;
 
 pub use error::{ArmError, AuthorizationFailure};
 pub use metrics::ApiMetrics;

@@ -12,7 +12,7 @@
 //! hyper + rustls (a custom transport means implementing `azure_core`'s `HttpClient`), and it
 //! brings `azure_core`, `url`, `time`, `async-trait` and more for three token requests. It also
 //! has no `DefaultAzureCredential` (the chain is built by hand either way). This module is the
-//! three requests, over [`super::api::transport`].
+//! three requests, over [`crate::cloud::transport`].
 
 use std::{collections::BTreeMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
@@ -22,10 +22,8 @@ use http::Method;
 use tokio::{sync::Mutex, time::Instant};
 use tracing::{debug, info, warn};
 
-use super::{
-    api::transport::{self, HttpClient, TransportError},
-    imds::Cloud,
-};
+use super::imds::Cloud;
+use crate::cloud::transport::{self, HttpClient, TransportError};
 
 mod token;
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use tracing::debug;
 
-use super::api::transport::{self, HttpClient, TransportError};
+use crate::cloud::transport::{self, HttpClient, TransportError};
 
 /// IMDS's address on every Azure VM.
 pub const DEFAULT_BASE_URL: &str = "http://169.254.169.254";

@@ -19,8 +19,8 @@ use super::{
     ArmClient, ArmError,
     request::{ErrorDetail, Op, decode},
     retry,
-    transport::Response,
 };
+use crate::cloud::transport::Response;
 
 #[derive(Debug, Default, Deserialize)]
 struct OperationStatus {

@@ -15,9 +15,14 @@ use tracing::{debug, warn};
 use super::{
     ArmClient, ArmError,
     retry::{self, MAX_RETRIES},
-    transport::{self, ARM_BODY_LIMIT, Response},
 };
-use crate::azure::model::Page;
+use crate::{
+    azure::model::Page,
+    cloud::transport::{self, Response},
+};
+
+/// Largest ARM response body read (a NIC list page is well below).
+const ARM_BODY_LIMIT: usize = 64 << 20;
 
 /// An operation: Cilium's metric name and the SDK's api-version.
 #[derive(Clone, Copy, Debug)]

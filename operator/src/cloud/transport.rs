@@ -1,7 +1,8 @@
-//! HTTP plumbing shared by the ARM client, IMDS and the token endpoints: one hyper-util legacy
-//! client over rustls (http and https, the system's roots; the TLS stack kube already uses, no
-//! second one), and one exchange with an optional timeout and a body limit. No retries, no
-//! Azure semantics and no logging of bodies or headers here (they can carry tokens).
+//! HTTP plumbing every cloud client shares (the cloud's API, its metadata service, its token
+//! endpoints): one hyper-util legacy client over rustls (http and https, the system's roots;
+//! the TLS stack kube already uses, no second one), and one exchange with an optional timeout
+//! and a body limit. No retries, no cloud's semantics and no logging of bodies or headers here
+//! (they can carry tokens).
 
 use std::time::Duration;
 
@@ -14,11 +15,8 @@ use hyper_util::{
     rt::TokioExecutor,
 };
 
-/// The client every Azure request goes through.
+/// The client every cloud request goes through.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// Largest ARM response body read (a NIC list page is well below).
-pub const ARM_BODY_LIMIT: usize = 64 << 20;
 
 /// An HTTP exchange that did not produce a response.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! The client-side token bucket every ARM call waits on (Cilium's `rate.NewLimiter(qps, burst)`,
+//! The client-side token bucket every call to a cloud's API waits on (Cilium's `rate.NewLimiter(qps, burst)`,
 //! `--limit-ipam-api-qps`/`--limit-ipam-api-burst`). A caller reserves a token at once (the
 //! bucket may go negative, as `x/time/rate` reservations do) and sleeps for its share, so
 //! waiters are served in order. Dropping the wait (a cancelled call) keeps the reservation.
