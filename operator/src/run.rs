@@ -1,4 +1,4 @@
-//! The composition root: resolve the configuration, plan the mode ([`plan`]: a block
+//! The composition root: resolve the configuration, plan the mode (`plan`: a block
 //! allocator, or a cloud provider), connect, serve `/healthz` (and `/metrics`), wait for
 //! leadership, create the configured pools (or, in a cloud mode, set up the provider and start
 //! the cloud manager with its first resync), then run

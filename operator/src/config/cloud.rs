@@ -9,7 +9,7 @@ pub const MIN_API_QPS: f64 = 0.001;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CloudConfig {
     /// `limit-ipam-api-qps`: cloud API requests per second (finite, at least
-    /// [`MIN_API_QPS`]).
+    /// `MIN_API_QPS`).
     pub api_qps: f64,
     /// `limit-ipam-api-burst`: requests allowed in a burst (at least 1).
     pub api_burst: u32,
