@@ -19,6 +19,7 @@ pub mod azure;
 pub mod cli;
 pub mod cloud;
 pub mod config;
+pub mod eni;
 pub mod http;
 pub mod identitygc;
 pub mod k8s;
