@@ -1,9 +1,10 @@
 //! `cargo xtask setup`: installs, idempotently, everything the build and the tests need on
 //! a fresh Debian machine: the nightly toolchain with `rust-src` (the eBPF crate is built
 //! with `-Z build-std`), `bpf-linker` linked against nightly's own libLLVM, and the Debian
-//! packages the datapath tests and the demo call, and `kubernetes-validate` and
-//! `helm-python-sdk` (PyPI, in a venv under [`TOOLS_VENV`]) for the deploy manifests' test. Each item prints one line, `ok: ...`
-//! when already present or `installing: ...` before installing it.
+//! packages the datapath tests and the demo call; in a venv under [`TOOLS_VENV`], from PyPI,
+//! `kubernetes-validate` and `helm-python-sdk` for the deploy manifests' test and
+//! `moto[server]` (with boto3) for the EC2 tests. Each item prints one line, `ok: ...` when
+//! already present or `installing: ...` before installing it.
 
 use std::{
     env, fs,
@@ -61,6 +62,10 @@ const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
 /// Go toolchain are needed; rendering runs offline.
 const HELM_PYTHON_SDK_VERSION: &str = "0.2.2";
 
+/// The moto release the EC2 tests use as a second, independent EC2 (its server, and boto3 for
+/// the fixtures: `moto[server]` brings both).
+const MOTO_VERSION: &str = "5.2.5";
+
 /// The bpf-linker release line the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "^0.13";
 
@@ -71,7 +76,8 @@ pub fn setup() -> Result<()> {
     bpf_linker()?;
     deb_packages()?;
     kubernetes_validate()?;
-    helm_python_sdk()
+    helm_python_sdk()?;
+    moto()
 }
 
 fn nightly_toolchain() -> Result<()> {
@@ -319,6 +325,37 @@ fn helm_python_sdk() -> Result<()> {
             "--disable-pip-version-check",
             "--only-binary=:all:",
             &format!("helm-python-sdk=={HELM_PYTHON_SDK_VERSION}"),
+        ]),
+    )
+}
+
+/// `moto[server]` at [`MOTO_VERSION`] in [`TOOLS_VENV`] (after [`kubernetes_validate`],
+/// which creates the venv): `<venv>/bin/moto_server`, and boto3 with it.
+fn moto() -> Result<()> {
+    let venv = Path::new(TOOLS_VENV);
+    let python = venv.join("bin").join("python3");
+    let installed = output(Command::new(&python).args([
+        "-c",
+        "import importlib.metadata as m, boto3, flask; print(m.version('moto'))",
+    ]))
+    .ok();
+    if installed.as_deref().map(str::trim) == Some(MOTO_VERSION) {
+        println!("ok: moto[server] {MOTO_VERSION} ({TOOLS_VENV})");
+        return Ok(());
+    }
+    if !run::is_root()? {
+        bail!(
+            "moto[server] {MOTO_VERSION} is missing from {TOOLS_VENV} and installing it needs \
+             root: run `cargo xtask setup` as root"
+        );
+    }
+    install(
+        &format!("moto[server] {MOTO_VERSION}"),
+        Command::new(venv.join("bin").join("pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("moto[server]=={MOTO_VERSION}"),
         ]),
     )
 }
