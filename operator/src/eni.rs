@@ -4,4 +4,6 @@
 //! `azure`.
 //!
 //! - [`limits`]: the instance-type limits and the formulas built on them (pure).
+//! - [`vpc`]: subnets, route tables, security groups, and the choices for a new ENI (pure).
 pub mod limits;
+pub mod vpc;
