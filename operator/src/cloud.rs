@@ -134,10 +134,11 @@ pub trait CloudProvider: Send + Sync + 'static {
     fn delete_instance(&self, instance_id: &str);
     /// Free addresses per subnet.
     fn pool_quota(&self) -> BTreeMap<String, u64>;
-    /// Addresses a node may hold at most when `max-allocate` is unset.
-    fn max_allocatable(&self) -> u64;
+    /// Addresses the node may hold at most when `max-allocate` is unset (0: no limit); it
+    /// may depend on the node's instance type.
+    fn max_allocatable(&self, node: NodeRef<'_, Self::NodeSpec>) -> u64;
     /// What `pre-allocate` is set to when the node leaves it at 0.
-    fn min_allocatable(&self) -> u64;
+    fn min_allocatable(&self, node: NodeRef<'_, Self::NodeSpec>) -> u64;
     /// The node's addresses and capacity, from the cache.
     ///
     /// # Errors
@@ -160,6 +161,24 @@ pub trait CloudProvider: Send + Sync + 'static {
         node: NodeRef<'_, Self::NodeSpec>,
         action: &AllocationAction,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Create and attach a new interface holding up to `action.max_to_allocate` addresses
+    /// (Cilium's `CreateInterface`), called when no interface can take an address and
+    /// `action.empty_interface_slots` is not 0; returns how many addresses it holds. A cloud
+    /// whose interfaces are never created by the operator (Azure: `empty_interface_slots` is
+    /// always 0) keeps the default.
+    fn create_interface(
+        &self,
+        node: NodeRef<'_, Self::NodeSpec>,
+        action: &AllocationAction,
+    ) -> impl Future<Output = Result<u64, Self::Error>> + Send {
+        let _ = (node, action);
+        std::future::ready(Ok(0))
+    }
+    /// The condition a failed interface creation is counted under (Cilium's metric `status`:
+    /// `unableToCreateENI`, `unableToFindSubnet`, ...).
+    fn creation_condition(_error: &Self::Error) -> &'static str {
+        "failed"
+    }
     /// Assign a static public IP chosen by `tags`; returns the address.
     fn allocate_static_ip(
         &self,

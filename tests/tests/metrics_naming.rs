@@ -34,9 +34,10 @@ spec:
 
 /// What `promtool check metrics` finds in Cilium's own operator output too: Cilium's two
 /// operation counters are named without `_total`, and weft keeps Cilium's exact names.
-const CILIUM_OWN_LINT: [&str; 2] = [
+const CILIUM_OWN_LINT: [&str; 3] = [
     r#"cilium_operator_ipam_ip_allocation_ops counter metrics should have "_total" suffix"#,
     r#"cilium_operator_ipam_ip_release_ops counter metrics should have "_total" suffix"#,
+    r#"cilium_operator_ipam_interface_creation_ops counter metrics should have "_total" suffix"#,
 ];
 
 /// `promtool check metrics` of `scrape`: every problem it reports, one per line, except the

@@ -338,11 +338,11 @@ impl<A: AzureApi + 'static> CloudProvider for Instances<A> {
             .collect()
     }
 
-    fn max_allocatable(&self) -> u64 {
+    fn max_allocatable(&self, _: NodeRef<'_, AzureSpec>) -> u64 {
         INTERFACE_ADDRESS_LIMIT as u64
     }
 
-    fn min_allocatable(&self) -> u64 {
+    fn min_allocatable(&self, _: NodeRef<'_, AzureSpec>) -> u64 {
         MIN_ALLOCATABLE
     }
 

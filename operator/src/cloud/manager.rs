@@ -79,6 +79,10 @@ pub enum Outcome {
     Released,
     /// A release call failed.
     ReleaseFailed,
+    /// A new interface was created (with the addresses counted).
+    InterfaceCreated,
+    /// Creating an interface failed, under the provider's condition.
+    InterfaceCreationFailed(&'static str),
 }
 
 /// Receives round outcomes (the metrics).
@@ -179,7 +183,8 @@ impl<P: CloudProvider> Shared<P> {
                 reason = %crate::chain(error),
                 "Instance not found! Please delete corresponding ciliumnode if instance has already been deleted");
         }
-        state.recalculate(cloud.ok(), self.provider.max_allocatable());
+        let max = self.provider.max_allocatable(Self::node_ref(&state.view));
+        state.recalculate(cloud.ok(), max);
     }
 
     /// Fire the node's round if it needs one.

@@ -71,6 +71,7 @@ pub struct StatusLabels {
 pub struct CloudMetrics {
     allocation_ops: Family<SubnetLabels, Counter>,
     release_ops: Family<SubnetLabels, Counter>,
+    interface_creation_ops: Family<SubnetLabels, Counter>,
     allocation_duration: Family<OperationLabels, Histogram>,
     release_duration: Family<OperationLabels, Histogram>,
     background_sync: Family<StatusLabels, Histogram>,
@@ -82,6 +83,7 @@ impl Default for CloudMetrics {
         Self {
             allocation_ops: Family::default(),
             release_ops: Family::default(),
+            interface_creation_ops: Family::default(),
             allocation_duration: Family::new_with_constructor(new_histogram),
             release_duration: Family::new_with_constructor(new_histogram),
             background_sync: Family::new_with_constructor(new_histogram),
@@ -102,6 +104,11 @@ impl CloudMetrics {
             "ipam_ip_release_ops",
             "Addresses released, per subnet",
             self.release_ops.clone(),
+        );
+        registry.register(
+            "ipam_interface_creation_ops",
+            "Interfaces created, per subnet",
+            self.interface_creation_ops.clone(),
         );
         registry.register(
             "ipam_allocation_duration_seconds",
@@ -139,6 +146,16 @@ impl Observer for CloudObserver {
             Outcome::AllocationFailed => (&cloud.allocation_duration, "allocateIP", "failed"),
             Outcome::Released => (&cloud.release_duration, "releaseIP", "success"),
             Outcome::ReleaseFailed => (&cloud.release_duration, "releaseIP", "failed"),
+            Outcome::InterfaceCreated => (
+                &cloud.allocation_duration,
+                "createInterfaceAndAllocateIP",
+                "success",
+            ),
+            Outcome::InterfaceCreationFailed(condition) => (
+                &cloud.allocation_duration,
+                "createInterfaceAndAllocateIP",
+                condition,
+            ),
         };
         family
             .get_or_create(&OperationLabels {
@@ -150,7 +167,18 @@ impl Observer for CloudObserver {
         let ops = match outcome {
             Outcome::Allocated => &cloud.allocation_ops,
             Outcome::Released => &cloud.release_ops,
-            Outcome::AllocationFailed | Outcome::ReleaseFailed => return,
+            Outcome::InterfaceCreated => {
+                cloud
+                    .interface_creation_ops
+                    .get_or_create(&SubnetLabels {
+                        subnet_id: subnet_id.clone(),
+                    })
+                    .inc();
+                &cloud.allocation_ops
+            }
+            Outcome::AllocationFailed
+            | Outcome::ReleaseFailed
+            | Outcome::InterfaceCreationFailed(_) => return,
         };
         ops.get_or_create(&SubnetLabels { subnet_id }).inc_by(count);
     }

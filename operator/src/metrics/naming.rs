@@ -57,6 +57,11 @@ pub const RULES: &[Rule] = &[
         "Addresses released, per subnet",
     ),
     Rule::same(
+        "weft_operator_ipam_interface_creation_ops",
+        "cilium_operator_ipam_interface_creation_ops",
+        "Interfaces created, per subnet",
+    ),
+    Rule::same(
         "weft_operator_ipam_allocation_duration_seconds",
         "cilium_operator_ipam_allocation_duration_seconds",
         "Duration of address allocations, by type, status and subnet",

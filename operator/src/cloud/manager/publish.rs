@@ -122,7 +122,8 @@ impl<P: CloudProvider> Shared<P> {
                 believed.pool.clone()
             },
             pre_allocate: if view.pre_allocate == 0 {
-                i64::try_from(self.provider.min_allocatable()).unwrap_or(i64::MAX)
+                i64::try_from(self.provider.min_allocatable(Self::node_ref(view)))
+                    .unwrap_or(i64::MAX)
             } else {
                 view.pre_allocate
             },

@@ -14,7 +14,8 @@ use tracing::{debug, info, warn};
 
 use super::{MAX_BACKOFF, NodePatch, Outcome, ROUND_INTERVAL, Shared, UNSTABLE_RETRY};
 use crate::cloud::{
-    Available, CloudProvider, InstanceSyncError, NodeRef, ReleaseAction, view::ViewOf,
+    AllocationAction, Available, CloudProvider, InstanceSyncError, NodeRef, ReleaseAction,
+    view::ViewOf,
 };
 
 /// Why a pool-maintainer round failed (its chain is the node's `operator-status.error`).
@@ -44,6 +45,9 @@ pub(super) enum RoundError<E: std::error::Error + 'static> {
         #[source]
         source: E,
     },
+    /// A new interface could not be created (Cilium's text).
+    #[error("unable to create a new interface")]
+    CreateInterface(#[source] E),
     /// Releasing addresses failed.
     #[error("unable to release addresses {ips:?}")]
     Release {
@@ -155,9 +159,7 @@ impl<P: CloudProvider> Shared<P> {
         let surge = pending.saturating_sub(needed);
         action.max_to_allocate = needed + above + surge;
         if action.available_for_allocation == 0 {
-            debug!(node = %name, candidates = action.interface_candidates,
-                "no interface and subnet can take another address (the instance is out of interfaces)");
-            return Ok(false);
+            return self.create_interface(node, &action).await;
         }
         action.available_for_allocation =
             action.available_for_allocation.min(action.max_to_allocate);
@@ -179,10 +181,51 @@ impl<P: CloudProvider> Shared<P> {
             Err(e) => {
                 self.observer
                     .round(Outcome::AllocationFailed, &action.pool_id, 0, secs);
+                if action.empty_interface_slots > 0 {
+                    info!(node = %name, interface = %action.interface_id, error = %crate::chain(&e),
+                        "Unable to assign additional IPs to interface, will create new interface");
+                    return self.create_interface(node, &action).await;
+                }
                 Err(RoundError::Allocate {
                     interface: action.interface_id,
                     source: e,
                 })
+            }
+        }
+    }
+
+    /// No interface can take the addresses: create one if the instance has an empty slot
+    /// (Cilium's `createInterface`). Returns whether one was created.
+    async fn create_interface(
+        &self,
+        node: NodeRef<'_, P::NodeSpec>,
+        action: &AllocationAction,
+    ) -> Result<bool, RoundError<P::Error>> {
+        let name = node.name;
+        if action.empty_interface_slots == 0 {
+            debug!(node = %name, candidates = action.interface_candidates,
+                "no interface and subnet can take another address (the instance is out of interfaces)");
+            return Ok(false);
+        }
+        info!(node = %name, max = action.max_to_allocate, "No more IPs available, creating new interface");
+        let started = Instant::now();
+        let result = self.provider.create_interface(node, action).await;
+        let secs = started.elapsed().as_secs_f64();
+        match result {
+            Ok(count) => {
+                self.observer
+                    .round(Outcome::InterfaceCreated, &action.pool_id, count, secs);
+                Ok(count > 0)
+            }
+            Err(e) => {
+                let condition = P::creation_condition(&e);
+                self.observer.round(
+                    Outcome::InterfaceCreationFailed(condition),
+                    &action.pool_id,
+                    0,
+                    secs,
+                );
+                Err(RoundError::CreateInterface(e))
             }
         }
     }

@@ -32,6 +32,10 @@ struct Cloud {
     fail_allocations: u32,
     fail_resync: bool,
     next: u32,
+    /// The instance's interface takes no address; new interfaces go into `slots`.
+    full_nic: bool,
+    /// Interfaces that can still be created.
+    slots: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -99,10 +103,10 @@ impl CloudProvider for Mock {
     fn pool_quota(&self) -> BTreeMap<String, u64> {
         BTreeMap::from([("subnet-a".to_owned(), self.0.lock().unwrap().subnet_free)])
     }
-    fn max_allocatable(&self) -> u64 {
+    fn max_allocatable(&self, _: NodeRef<'_, ()>) -> u64 {
         256
     }
-    fn min_allocatable(&self) -> u64 {
+    fn min_allocatable(&self, _: NodeRef<'_, ()>) -> u64 {
         8
     }
     fn resync_interfaces(
@@ -130,6 +134,13 @@ impl CloudProvider for Mock {
     fn prepare_allocation(&self, node: NodeRef<'_, ()>) -> Result<AllocationAction, MockError> {
         let c = self.0.lock().unwrap();
         let held = c.cache.get(node.instance_id).map_or(0, Vec::len) as u64;
+        if c.full_nic {
+            return Ok(AllocationAction {
+                pool_id: "subnet-a".into(),
+                empty_interface_slots: c.slots,
+                ..AllocationAction::default()
+            });
+        }
         Ok(AllocationAction {
             interface_id: format!("nic-{}", node.instance_id),
             pool_id: "subnet-a".into(),
@@ -137,6 +148,28 @@ impl CloudProvider for Mock {
             interface_candidates: 1,
             ..AllocationAction::default()
         })
+    }
+    async fn create_interface(
+        &self,
+        node: NodeRef<'_, ()>,
+        action: &AllocationAction,
+    ) -> Result<u64, MockError> {
+        let mut c = self.0.lock().unwrap();
+        c.calls.push(format!(
+            "create_interface {} {}",
+            node.name, action.max_to_allocate
+        ));
+        if c.slots == 0 {
+            return Err(MockError("no slot".into()));
+        }
+        c.slots -= 1;
+        let count = action.max_to_allocate.min(10);
+        for _ in 0..count {
+            c.next += 1;
+            let ip = format!("10.1.{}.{}", c.next / 250, c.next % 250 + 4);
+            c.instances.get_mut(node.instance_id).unwrap().push(ip);
+        }
+        Ok(count)
     }
     async fn allocate(
         &self,
@@ -347,6 +380,28 @@ async fn used_addresses_top_the_node_up_and_pending_pods_surge() {
     follow(&mut rx, view, |v| v.pool.len() == 8 + 20).await;
     // needed = 8 + 5 - 8 = 5; surge = 20 pending - 5 = 15.
     assert_eq!(mock.calls()[3], "allocate n1 20", "{:?}", mock.calls());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_interface_with_an_empty_slot_gets_a_new_interface() {
+    let mock = Mock::with(&["i-1"], 100);
+    {
+        let mut c = mock.0.lock().unwrap();
+        c.full_nic = true;
+        c.slots = 1;
+    }
+    let (m, mut rx, _) = start(&mock, false).await;
+    m.upsert(node("n1", "i-1"));
+    follow(&mut rx, node("n1", "i-1"), |v| v.pool.len() == 8).await;
+    let calls = mock.calls();
+    assert!(
+        calls.contains(&"create_interface n1 8".to_owned()),
+        "{calls:?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.starts_with("allocate")),
+        "no interface had room: {calls:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
