@@ -7,7 +7,7 @@ use std::{net::IpAddr, time::Instant};
 
 use super::{
     Available, InterfaceStats,
-    needed::{Watermarks, excess, needed},
+    needed::{DEFAULT_PRE_ALLOCATE, Watermarks, excess, needed},
     view::CloudNodeView,
 };
 
@@ -70,10 +70,23 @@ impl<S, T> NodeState<S, T> {
         )
     }
 
-    /// Addresses in use (`status.ipam.used`).
+    /// Addresses in use: `status.ipam.used`; for a 1.20+ agent, which reports its demand in
+    /// `spec.ipam.pools.requested` (pool `default`) and leaves `used` empty, the demand less
+    /// the pre-allocation, as Cilium counts it.
     #[must_use]
     pub fn used(&self) -> i64 {
-        i64::try_from(self.view.used.len()).unwrap_or(i64::MAX)
+        let v = &self.view;
+        if let Some(requested) = v.requested_default
+            && v.used.is_empty()
+        {
+            let pre = if v.pre_allocate == 0 {
+                DEFAULT_PRE_ALLOCATE
+            } else {
+                v.pre_allocate
+            };
+            return (i64::try_from(requested).unwrap_or(i64::MAX) - pre).max(0);
+        }
+        i64::try_from(v.used.len()).unwrap_or(i64::MAX)
     }
 
     /// Take the provider's view of the node (`None`: the instance is not in the cache; nothing
@@ -189,6 +202,24 @@ mod tests {
         assert_eq!(s.needed_addresses(true), -6);
         assert!(!s.release_needed(false));
         assert!(s.release_needed(true));
+    }
+
+    #[test]
+    fn a_1_20_agent_s_demand_counts_as_used_less_the_pre_allocation() {
+        let mut s = state(8, 0, 8);
+        s.view.requested_default = Some(15);
+        let available = (0..8)
+            .map(|i| (format!("10.0.0.{i}"), "/nic".to_owned()))
+            .collect();
+        s.recalculate(Some((available, InterfaceStats::default())), 256);
+        assert_eq!(s.used(), 7);
+        assert_eq!(s.needed, 7, "8 held, 7 used: 15 needed for 8 free");
+        s.view.used.insert("10.0.0.1".into());
+        assert_eq!(
+            s.used(),
+            1,
+            "a 1.19 agent's used addresses count as they are"
+        );
     }
 
     #[test]

@@ -12,9 +12,12 @@ use std::{
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 use weft_cluster_ipam::node::NodeRead;
-use weft_k8s::resource::FieldError;
+use weft_k8s::{crd::ipam::IpamPoolRequest, resource::FieldError};
 
 use super::CloudProvider;
+
+/// The pool a 1.20+ agent of a cloud mode reports its demand for.
+const DEFAULT_POOL: &str = "default";
 
 /// The view of a node under provider `P`.
 pub type ViewOf<P> =
@@ -46,6 +49,9 @@ pub struct CloudNodeView<S, T> {
     pub pool: BTreeMap<String, String>,
     /// Keys of `status.ipam.used`.
     pub used: BTreeSet<String>,
+    /// The IPv4 demand of pool `default` in `spec.ipam.pools.requested` (a 1.20+ agent
+    /// reports its demand there instead of `status.ipam.used`).
+    pub requested_default: Option<u64>,
     /// `status.ipam.release-ips`: address → handshake state.
     pub release_ips: BTreeMap<String, String>,
     /// `status.ipam.assigned-static-ip`.
@@ -76,6 +82,7 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
         let status = |key| ["status", "ipam", key];
         let pool: BTreeMap<String, Owner> = read.part(&ipam("pool"));
         let used: Map<String, Value> = read.part(&status("used"));
+        let requested: Vec<IpamPoolRequest> = read.part(&["spec", "ipam", "pools", "requested"]);
         let mut view = Self {
             name: read.name().to_owned(),
             ignored: read.ignored(),
@@ -88,6 +95,10 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
             static_ip_tags: read.part(&ipam("static-ip-tags")),
             pool: pool.into_iter().map(|(ip, o)| (ip, o.resource)).collect(),
             used: used.into_iter().map(|(ip, _)| ip).collect(),
+            requested_default: requested
+                .into_iter()
+                .find(|r| r.pool == DEFAULT_POOL)
+                .map(|r| u64::from(r.needed.ipv4_addrs)),
             release_ips: read.part(&status("release-ips")),
             assigned_static_ip: read.part(&status("assigned-static-ip")),
             operator_error: String::new(),

@@ -4,11 +4,10 @@
 //! `pre-allocate`, the size of a new ENI, and when prefix delegation applies. Pure: the
 //! limits cache that fills [`Limits`] and the node code that calls these live elsewhere.
 
+use crate::cloud::needed::DEFAULT_PRE_ALLOCATE as DEFAULT_PRE_ALLOCATE_I64;
+
 /// Addresses in one delegated IPv4 prefix (a /28).
 pub const PD_BLOCK: u64 = 16;
-
-/// What `pre-allocate` defaults to when the limits do not say less (Cilium's 8).
-pub const DEFAULT_PRE_ALLOCATE: u64 = 8;
 
 /// The limits of one instance type.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -104,6 +103,9 @@ pub fn max_allocatable(limits: Option<&Limits>, first_index: u64, pd: bool) -> O
     };
     Some(interfaces.saturating_mul(per)).filter(|&n| n > 0)
 }
+
+/// `pre-allocate`'s default, as a count.
+const DEFAULT_PRE_ALLOCATE: u64 = DEFAULT_PRE_ALLOCATE_I64.unsigned_abs();
 
 /// The default `pre-allocate`: 8, or fewer when the interfaces from `first_index` on hold
 /// fewer (0 when there are none; 8 when the limits are unknown).
