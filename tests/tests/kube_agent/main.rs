@@ -6,6 +6,7 @@
 //! CiliumNode another writer broke, and the router address named by `CiliumInternalIP`. Runs
 //! as root.
 
+mod eni;
 mod faults;
 mod identity_mark;
 mod lifecycle;

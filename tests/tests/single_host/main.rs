@@ -5,9 +5,11 @@
 //! stops the agent with the key in the error. Multi-pool: a pool of /28 blocks grows by a block
 //! when its pods need one and gives it back after their DELs; a v2 pool's reservedRanges never
 //! become a block. The README's quick start, run as written, ends with `weft-agent cleanup` and
-//! leaves nothing. Each test runs as root and builds its own store.
+//! leaves nothing. ENI: the pool is the ENI addresses of the node's status, with no
+//! CiliumPodIPPool. Each test runs as root and builds its own store.
 
 mod cluster_pool;
+mod eni;
 mod multi_pool;
 mod walkthrough;
 

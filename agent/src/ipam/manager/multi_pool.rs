@@ -70,6 +70,11 @@ impl Backend for MultiPool {
             config,
         } = *request;
         let skip = |pool: &str| -> Result<bool, PoolNotFound> {
+            if config.mode == IpamMode::Eni {
+                // Cilium's ENI mode: the one pool comes from the ENIs, no CiliumPodIPPool
+                // backs it, and skip-masquerade is always false.
+                return Ok(false);
+            }
             if config.only_masquerade_default_pool && pool != config.default_pool {
                 return Ok(true);
             }

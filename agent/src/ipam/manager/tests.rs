@@ -516,3 +516,63 @@ fn a_failed_restore_says_whether_to_wait_or_give_up() {
 }
 
 mod errors;
+
+/// A node of `eni` mode whose status lists ENI 0 (excluded by `first-interface-index` 1) and
+/// ENI 1 with two secondary addresses (the operator lists an ENI's primary address as `ip`
+/// only, unless `use-primary-address`).
+fn eni_node() -> CiliumNode {
+    use crate::crd::eni::{AwsSubnet, Eni, EniSpec, EniStatus};
+    let eni = |id: &str, number: i64, addresses: &[&str]| Eni {
+        id: id.into(),
+        number,
+        ip: addresses.first().map(|a| a.parse().expect("ip")),
+        addresses: addresses[1..]
+            .iter()
+            .map(|a| a.parse().expect("ip"))
+            .collect(),
+        subnet: Some(AwsSubnet {
+            id: "subnet-1".into(),
+            cidr: Some("10.5.0.0/24".parse().expect("cidr")),
+            ..AwsSubnet::default()
+        }),
+        ..Eni::default()
+    };
+    let mut node = CiliumNode::new("n1");
+    node.spec.eni = Some(EniSpec {
+        first_interface_index: Some(1),
+        ..EniSpec::default()
+    });
+    node.status.get_or_insert_with(Default::default).eni = Some(EniStatus {
+        enis: [
+            eni("eni-0", 0, &["10.5.0.10"]),
+            eni("eni-1", 1, &["10.5.0.20", "10.5.0.21", "10.5.0.22"]),
+        ]
+        .into_iter()
+        .map(|e| (e.id.clone(), e))
+        .collect(),
+        ..EniStatus::default()
+    });
+    node
+}
+
+#[test]
+fn eni_mode_allocates_with_no_ciliumpodippool_and_never_skips_masquerade() {
+    let now = Instant::now();
+    let mut rng = fastrand::Rng::with_seed(4);
+    // Cilium's ENI mode has no CiliumPodIPPool: its one pool comes from the ENIs, and
+    // skip-masquerade is always false, even where a pool of that name is annotated.
+    for pools in [Vec::new(), vec![pool("default", true)]] {
+        let mut m = IpamManager::new(config(IpamMode::Eni, false)).expect("manager");
+        m.observe_node(Some(&eni_node()));
+        m.ready().expect("the ENI addresses are the pool");
+        let a = m
+            .allocate("default/a", &NoObjects, &pools, &mut rng, now)
+            .expect("an address of ENI 1");
+        let ip = a[0].ip.to_string();
+        assert!(
+            ["10.5.0.21", "10.5.0.22"].contains(&ip.as_str()),
+            "{ip}: a secondary address of ENI 1"
+        );
+        assert!(!a[0].skip_masquerade, "{pools:?}");
+    }
+}
