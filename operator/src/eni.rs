@@ -3,10 +3,13 @@
 //! It plugs into the cloud node manager ([`crate::cloud`]) like Azure, and imports nothing of
 //! `azure`.
 //!
+//! - [`instances`]: the instances cache: network, instances' ENIs, limits; synced through an
+//!   [`instances::Inventory`].
 //! - [`interfaces`]: one node's ENIs: what it holds, where addresses go, what it releases (pure).
 //! - [`limits`]: the instance-type limits and the formulas built on them (pure).
 //! - [`vpc`]: subnets, route tables, security groups, and the choices for a new ENI (pure).
 
+pub mod instances;
 pub mod interfaces;
 pub mod limits;
 pub mod vpc;
