@@ -7,9 +7,13 @@
 //!   [`instances::Inventory`].
 //! - [`interfaces`]: one node's ENIs: what it holds, where addresses go, what it releases (pure).
 //! - [`limits`]: the instance-type limits and the formulas built on them (pure).
+//! - [`ops`]: the EC2 changes in the allocator's terms, and how their errors are told apart.
+//! - [`provider`]: the [`crate::cloud::CloudProvider`] that executes the decisions over EC2.
 //! - [`vpc`]: subnets, route tables, security groups, and the choices for a new ENI (pure).
 
 pub mod instances;
 pub mod interfaces;
 pub mod limits;
+pub mod ops;
+pub mod provider;
 pub mod vpc;

@@ -114,6 +114,16 @@ impl NodeEnis<'_> {
             .saturating_sub(held)
     }
 
+    /// Single addresses the ENI `id` can still take (each of its prefixes takes a slot);
+    /// 0 when unknown.
+    #[must_use]
+    pub fn address_room(&self, id: &str) -> u64 {
+        match (self.limits, self.enis.get(id)) {
+            (Some(limits), Some(eni)) => self.room(limits, false, eni),
+            _ => 0,
+        }
+    }
+
     /// Interface slots of the instance no ENI takes.
     fn empty_slots(limits: &Limits, enis: usize) -> u64 {
         limits

@@ -1,0 +1,563 @@
+//! The ENI allocator as a [`CloudProvider`] of the cloud node manager (Cilium's AWS
+//! `InstancesManager` + `Node` operations): it reads the instances cache to say what each node
+//! holds and where its next addresses go, and makes the EC2 changes through [`Ec2Ops`]:
+//! addresses (or /28 prefixes, with the fall-back to addresses) on an ENI with room, a new ENI
+//! when none has room (subnet, security groups and device index chosen as Cilium does;
+//! created, attached, marked delete-on-termination, and deleted again if the attachment
+//! fails, so that nothing leaks), a 1.19 agent's release, and the static Elastic IP.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::IpAddr,
+    sync::{Mutex, PoisonError},
+};
+
+use tracing::{info, warn};
+use weft_k8s::crd::eni::{Eni, EniSpec, EniStatus};
+
+use super::{
+    instances::Instances,
+    interfaces::{InterfacesError, NodeEnis},
+    limits::{self, Limits, PD_BLOCK},
+    ops::{Classify, Ec2Ops, NewEni, Size},
+    vpc::{NoSecurityGroups, NoSubnet, free_device_index},
+};
+use crate::cloud::{
+    AllocationAction, Available, CloudProvider, InstanceSyncError, InterfaceStats, NodeRef,
+    ReleaseAction,
+};
+
+/// How often an attachment is tried at the next index after a conflict.
+const ATTACH_TRIES: u32 = 5;
+
+/// The allocator's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EniSettings {
+    /// `--aws-enable-prefix-delegation`.
+    pub prefix_delegation: bool,
+    /// Tags of every new ENI (`--eni-tags`, and the GC tags when the GC runs).
+    pub eni_tags: BTreeMap<String, String>,
+}
+
+/// Why an ENI operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EniError<E: std::error::Error + 'static> {
+    /// An EC2 call failed.
+    #[error("{action}")]
+    Ec2 {
+        /// The call, with its object.
+        action: String,
+        /// EC2's error.
+        #[source]
+        source: E,
+    },
+    /// The node's ENIs cannot be read.
+    #[error(transparent)]
+    Interfaces(#[from] InterfacesError),
+    /// The instance is not in the cache.
+    #[error("instance {instance} is not known to the instances cache")]
+    UnknownInstance {
+        /// `spec.instance-id`.
+        instance: String,
+    },
+    /// No subnet for a new ENI.
+    #[error(transparent)]
+    NoSubnet(#[from] NoSubnet),
+    /// No security group for a new ENI.
+    #[error(transparent)]
+    NoSecurityGroups(#[from] NoSecurityGroups),
+    /// Every device index tried was taken.
+    #[error("no free device index for a new ENI on instance {instance} after {tries} tries")]
+    NoIndex {
+        /// The instance.
+        instance: String,
+        /// Attachments tried.
+        tries: u32,
+    },
+    /// No Elastic IP carries the static-IP tags, unassociated.
+    #[error("no unassociated EIPs found for tags {tags:?}")]
+    NoElasticIp {
+        /// `spec.ipam.static-ip-tags`.
+        tags: BTreeMap<String, String>,
+    },
+    /// The instance has no device-0 ENI to take the static IP.
+    #[error("no primary ENI found")]
+    NoPrimaryEni,
+}
+
+impl<E: std::error::Error + 'static> EniError<E> {
+    fn ec2(action: impl Into<String>) -> impl FnOnce(E) -> Self {
+        let action = action.into();
+        move |source| Self::Ec2 { action, source }
+    }
+}
+
+/// The ENI provider over `C` (the EC2 client's adapter, or a test's).
+#[derive(Debug)]
+pub struct EniProvider<C> {
+    /// The instances cache.
+    pub instances: Instances<C>,
+    /// The settings.
+    pub settings: EniSettings,
+    /// Instance types asked for and not in the limits: the next resync reads them again.
+    missing_types: Mutex<BTreeSet<String>>,
+}
+
+impl<C: Ec2Ops> EniProvider<C> {
+    /// A provider over `ops`.
+    pub fn new(ops: C, settings: EniSettings) -> Self {
+        Self {
+            instances: Instances::new(ops),
+            settings,
+            missing_types: Mutex::default(),
+        }
+    }
+
+    fn limits_of(&self, spec: &EniSpec) -> Option<Limits> {
+        let limits = self
+            .instances
+            .lock()
+            .limits
+            .get(&spec.instance_type)
+            .cloned();
+        if limits.is_none() {
+            self.missing_types
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(spec.instance_type.clone());
+        }
+        limits
+    }
+
+    /// Run `f` over the node's ENIs as the cache shows them.
+    fn with_node<T>(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        f: impl FnOnce(NodeEnis<'_>, &crate::eni::instances::Cache) -> T,
+    ) -> Result<T, EniError<C::Error>> {
+        let limits = self.limits_of(node.spec);
+        let cache = self.instances.lock();
+        let enis =
+            cache
+                .instances
+                .get(node.instance_id)
+                .ok_or_else(|| EniError::UnknownInstance {
+                    instance: node.instance_id.to_owned(),
+                })?;
+        let view = NodeEnis {
+            instance: node.instance_id,
+            spec: node.spec,
+            enis,
+            limits: limits.as_ref(),
+            pd_enabled: self.settings.prefix_delegation,
+        };
+        Ok(f(view, &cache))
+    }
+
+    /// Assign `count` addresses to `eni`: /28 prefixes on a prefix-delegated node, falling
+    /// back to single addresses (no more than the `room` the ENI has for them) when the
+    /// subnet has no free /28.
+    async fn assign(
+        &self,
+        eni: &str,
+        count: u64,
+        pd: bool,
+        room: u64,
+    ) -> Result<(), EniError<C::Error>> {
+        let ops = &self.instances.inventory;
+        if pd {
+            match ops
+                .assign(eni, Size::Prefixes(count.div_ceil(PD_BLOCK)))
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_prefix_capacity() => {
+                    warn!(%eni, error = %e, "Subnet might be out of prefixes, Cilium will not allocate prefixes on this node anymore");
+                }
+                Err(e) => return Err(EniError::ec2(format!("assigning prefixes to {eni}"))(e)),
+            }
+        }
+        ops.assign(eni, Size::Addresses(count.min(room.max(1))))
+            .await
+            .map_err(EniError::ec2(format!("assigning addresses to {eni}")))
+    }
+
+    /// Create, attach and mark a new ENI for `node` (Cilium's `CreateInterface`); returns
+    /// how many addresses it holds.
+    async fn create_eni(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        to_allocate: u64,
+    ) -> Result<u64, EniError<C::Error>> {
+        let instance = node.instance_id;
+        let (new, index, size) = self.with_node(node, |view, cache| {
+            let limits = view.limits.ok_or_else(|| InterfacesError::UnknownLimits {
+                instance_type: node.spec.instance_type.clone(),
+            })?;
+            let pd = view.prefix_delegation();
+            let network = cache.network.view();
+            let choice = network.choose_subnet(node.spec, limits.ipv4)?;
+            if !choice.shares_route_table {
+                warn!(%instance, subnet = %choice.subnet.id, rule = ?choice.rule,
+                    "the subnet chosen for a new ENI shares no route table with the node's subnet");
+            }
+            let groups = network.choose_security_groups(node.spec, view.enis, |tags| {
+                warn!(%instance, ?tags, "no security group matches the security-group-tags; using the primary ENI's");
+            })?;
+            let index = free_device_index(view.enis, view.first_index());
+            let size = limits.new_eni_size(pd, to_allocate.max(1));
+            let new = NewEni {
+                subnet: choice.subnet.id.clone(),
+                description: format!("Cilium-CNI ({instance})"),
+                security_groups: groups,
+                tags: self.settings.eni_tags.clone(),
+                size: if pd {
+                    Size::Prefixes(size.div_ceil(PD_BLOCK))
+                } else {
+                    Size::Addresses(size)
+                },
+                ipv6_prefix: false,
+                client_token: format!("{instance}-{index}-{}", view.enis.len()),
+            };
+            Ok::<_, EniError<C::Error>>((new, index, size))
+        })??;
+        let ops = &self.instances.inventory;
+        let created = match ops.create(&new).await {
+            Err(e) if e.is_prefix_capacity() && matches!(new.size, Size::Prefixes(_)) => {
+                warn!(%instance, subnet = %new.subnet, error = %e,
+                    "the subnet has no free /28 for a new ENI; creating it with addresses");
+                let fallback = NewEni {
+                    size: Size::Addresses(size.min(new_eni_addresses(self, node))),
+                    client_token: format!("{}-addresses", new.client_token),
+                    ..new.clone()
+                };
+                ops.create(&fallback).await
+            }
+            other => other,
+        }
+        .map_err(EniError::ec2(format!(
+            "creating an ENI in subnet {}",
+            new.subnet
+        )))?;
+        let id = created.id.clone();
+        match self.attach(&id, instance, index).await {
+            Ok((number, attachment)) => {
+                let marked = if node.spec.delete_on_termination == Some(false) {
+                    Ok(())
+                } else {
+                    ops.delete_on_termination(&id, &attachment)
+                        .await
+                        .map_err(EniError::ec2(format!("marking {id} delete-on-termination")))
+                };
+                if let Err(error) = marked {
+                    self.delete_leftover(&id).await;
+                    return Err(error);
+                }
+                let mut attached = created;
+                attached.number = i64::try_from(number).unwrap_or(i64::MAX);
+                let held = u64::try_from(attached.addresses.len().saturating_sub(1)).unwrap_or(0);
+                info!(%instance, eni = %id, index = number, subnet = %new.subnet, addresses = held, "created and attached a new ENI");
+                self.instances.insert_eni(instance, attached);
+                Ok(held)
+            }
+            Err(error) => {
+                self.delete_leftover(&id).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Attach `eni` at `index`, or at the next free index after a conflict; the index and
+    /// the attachment ID.
+    async fn attach(
+        &self,
+        eni: &str,
+        instance: &str,
+        mut index: u64,
+    ) -> Result<(u64, String), EniError<C::Error>> {
+        let ops = &self.instances.inventory;
+        for _ in 0..ATTACH_TRIES {
+            match ops.attach(eni, instance, index).await {
+                Ok(attachment) => return Ok((index, attachment)),
+                Err(e) if e.is_index_conflict() => {
+                    info!(%instance, %eni, index, "device index taken; trying the next one");
+                    index += 1;
+                }
+                Err(e) => {
+                    return Err(EniError::ec2(format!(
+                        "attaching {eni} to {instance} at index {index}"
+                    ))(e));
+                }
+            }
+        }
+        Err(EniError::NoIndex {
+            instance: instance.to_owned(),
+            tries: ATTACH_TRIES,
+        })
+    }
+
+    /// Delete an ENI whose attachment failed (best effort: GC finds it otherwise).
+    async fn delete_leftover(&self, eni: &str) {
+        if let Err(error) = self.instances.inventory.delete(eni).await {
+            warn!(%eni, %error, "could not delete the ENI whose attachment failed; the ENI GC deletes it if it carries the GC tags");
+        }
+    }
+}
+
+/// The secondary addresses one ENI of the node's type holds (1 when the type is unknown).
+fn new_eni_addresses<C: Ec2Ops>(provider: &EniProvider<C>, node: NodeRef<'_, EniSpec>) -> u64 {
+    provider
+        .limits_of(node.spec)
+        .map_or(1, |l| l.new_eni_size(false, u64::MAX))
+}
+
+/// The status of an instance's ENIs: every ENI (excluded ones too), each ENI's primary
+/// address shown as its `ip` only unless `use-primary-address`.
+fn status_of(spec: &EniSpec, enis: &BTreeMap<String, Eni>) -> EniStatus {
+    let use_primary = spec.use_primary_address == Some(true);
+    EniStatus {
+        enis: (enis.iter())
+            .map(|(id, eni)| {
+                let mut shown = eni.clone();
+                if !use_primary {
+                    shown.addresses.retain(|a| Some(*a) != eni.ip);
+                }
+                (id.clone(), shown)
+            })
+            .collect(),
+        ..EniStatus::default()
+    }
+}
+
+impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
+    type Error = EniError<C::Error>;
+    type NodeSpec = EniSpec;
+    type NodeStatus = EniStatus;
+    const FIELD: &'static str = "eni";
+
+    async fn resync(&self) -> Result<(), Self::Error> {
+        let missing: Vec<String> = std::mem::take(
+            &mut *self
+                .missing_types
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+        .into_iter()
+        .collect();
+        let never_read = self.instances.lock().limits.is_empty();
+        if never_read {
+            self.instances
+                .refresh_limits()
+                .await
+                .map_err(EniError::ec2("reading the instance types' limits"))?;
+        } else {
+            for instance_type in missing {
+                // At most one sweep a minute, however many types are missing.
+                self.instances
+                    .limits(&instance_type)
+                    .await
+                    .map_err(EniError::ec2("reading the instance types' limits"))?;
+            }
+        }
+        self.instances
+            .resync()
+            .await
+            .map_err(EniError::ec2("synchronizing with EC2"))
+    }
+
+    fn is_transient(error: &Self::Error) -> bool {
+        matches!(error, EniError::Ec2 { source, .. } if source.is_transient())
+    }
+
+    fn is_refused(error: &Self::Error) -> bool {
+        matches!(error, EniError::Ec2 { source, .. } if source.is_unauthorized())
+    }
+
+    async fn instance_sync(&self, instance_id: &str) -> Result<(), InstanceSyncError<Self::Error>> {
+        self.instances
+            .instance_sync(instance_id)
+            .await
+            .map_err(|e| {
+                InstanceSyncError::Failed(EniError::ec2(format!(
+                    "reading the ENIs of {instance_id}"
+                ))(e))
+            })
+    }
+
+    fn has_instance(&self, instance_id: &str) -> bool {
+        self.instances.has_instance(instance_id)
+    }
+
+    fn delete_instance(&self, instance_id: &str) {
+        self.instances.delete_instance(instance_id);
+    }
+
+    fn pool_quota(&self) -> BTreeMap<String, u64> {
+        self.instances.pool_quota()
+    }
+
+    fn max_allocatable(&self, node: NodeRef<'_, EniSpec>) -> u64 {
+        let limits = self.limits_of(node.spec);
+        let first = node
+            .spec
+            .first_interface_index
+            .and_then(|i| u64::try_from(i).ok())
+            .unwrap_or(0);
+        let pd = self
+            .with_node(node, |view, _| view.prefix_delegation())
+            .unwrap_or(false);
+        limits::max_allocatable(limits.as_ref(), first, pd).unwrap_or(0)
+    }
+
+    fn min_allocatable(&self, node: NodeRef<'_, EniSpec>) -> u64 {
+        let first = node
+            .spec
+            .first_interface_index
+            .and_then(|i| u64::try_from(i).ok())
+            .unwrap_or(0);
+        limits::min_allocatable(self.limits_of(node.spec).as_ref(), first)
+    }
+
+    fn resync_interfaces(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+    ) -> Result<(Available, InterfaceStats), Self::Error> {
+        Ok(self.with_node(node, |view, _| view.resync())??)
+    }
+
+    fn prepare_allocation(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+    ) -> Result<AllocationAction, Self::Error> {
+        Ok(self.with_node(node, |view, cache| view.allocation(&cache.network.subnets))??)
+    }
+
+    async fn allocate(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        action: &AllocationAction,
+    ) -> Result<(), Self::Error> {
+        let (pd, room) = self.with_node(node, |view, _| {
+            let pd = view.prefix_delegation();
+            (pd, view.address_room(&action.interface_id))
+        })?;
+        self.assign(
+            &action.interface_id,
+            action.available_for_allocation,
+            pd,
+            room,
+        )
+        .await
+    }
+
+    async fn create_interface(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        action: &AllocationAction,
+    ) -> Result<u64, Self::Error> {
+        self.create_eni(node, action.max_to_allocate).await
+    }
+
+    fn creation_condition(error: &Self::Error) -> &'static str {
+        match error {
+            EniError::Interfaces(InterfacesError::UnknownLimits { .. }) => {
+                "unableToDetermineLimits"
+            }
+            EniError::NoSubnet(_) => "unableToFindSubnet",
+            EniError::NoSecurityGroups(_) => "unableToGetSecurityGroups",
+            EniError::Ec2 { action, .. } if action.starts_with("creating") => "unableToCreateENI",
+            EniError::Ec2 { action, .. } if action.starts_with("marking") => {
+                "unableToMarkENIForDeletion"
+            }
+            _ => "unableToAttachENI",
+        }
+    }
+
+    async fn allocate_static_ip(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<String, Self::Error> {
+        let primary = self.with_node(node, |view, _| {
+            view.enis.values().find(|e| e.number == 0).cloned()
+        })?;
+        let primary = primary.ok_or(EniError::NoPrimaryEni)?;
+        if let Some(public) = primary.public_ip {
+            return Ok(public.to_string());
+        }
+        let ops = &self.instances.inventory;
+        let free = ops
+            .free_elastic_ips(tags)
+            .await
+            .map_err(EniError::ec2("listing the Elastic IPs"))?;
+        let (allocation, public) = free
+            .into_iter()
+            .next()
+            .ok_or_else(|| EniError::NoElasticIp { tags: tags.clone() })?;
+        ops.associate(&allocation, &primary.id)
+            .await
+            .map_err(EniError::ec2(format!(
+                "associating {allocation} with {}",
+                primary.id
+            )))?;
+        Ok(public.to_string())
+    }
+
+    fn prepare_release(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        excess: u64,
+        used: &BTreeSet<String>,
+    ) -> ReleaseAction {
+        self.with_node(node, |view, _| view.release(excess, used).action)
+            .unwrap_or_default()
+    }
+
+    async fn release(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        action: &ReleaseAction,
+    ) -> Result<(), Self::Error> {
+        let addresses: Vec<IpAddr> = action.ips.iter().filter_map(|a| a.parse().ok()).collect();
+        // Addresses inside the ENI's prefixes go back as whole prefixes.
+        let prefixes = self
+            .with_node(node, |view, _| {
+                view.enis
+                    .get(&action.interface_id)
+                    .map(|eni| {
+                        (eni.prefixes.iter())
+                            .filter(|p| addresses.iter().any(|a| p.contains(a)))
+                            .copied()
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let singles: Vec<IpAddr> = (addresses.iter().copied())
+            .filter(|a| !prefixes.iter().any(|p| p.contains(a)))
+            .collect();
+        let ops = &self.instances.inventory;
+        let eni = &action.interface_id;
+        if !prefixes.is_empty() {
+            ops.unassign(eni, &[], &prefixes)
+                .await
+                .map_err(EniError::ec2(format!("unassigning prefixes from {eni}")))?;
+        }
+        if !singles.is_empty() {
+            ops.unassign(eni, &singles, &[])
+                .await
+                .map_err(EniError::ec2(format!("unassigning addresses from {eni}")))?;
+        }
+        self.instances
+            .remove_addresses(node.instance_id, eni, &addresses);
+        Ok(())
+    }
+
+    fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {
+        self.with_node(node, |view, _| status_of(node.spec, view.enis))
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

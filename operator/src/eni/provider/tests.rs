@@ -1,0 +1,533 @@
+//! The ENI provider over an in-memory EC2: a new ENI at the first free index (the next one
+//! after a conflict, deleted again when the attachment fails), prefixes and their fall-back,
+//! a 1.19 release, the static Elastic IP, and a node filled through the cloud manager.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use ipnet::IpNet;
+use tokio::sync::mpsc;
+use weft_k8s::crd::eni::AwsSubnet;
+
+use super::*;
+use crate::{
+    cloud::{
+        manager::{CloudManager, NodePatch, Observer, Outcome, Settings, Snapshot},
+        view::CloudNodeView,
+    },
+    eni::{
+        instances::{AttachedEni, Inventory, NetworkState},
+        vpc::Subnet,
+    },
+};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+struct FakeError {
+    code: &'static str,
+    message: &'static str,
+}
+
+impl Classify for FakeError {
+    fn is_transient(&self) -> bool {
+        self.code == "RequestLimitExceeded"
+    }
+    fn is_unauthorized(&self) -> bool {
+        self.code == "UnauthorizedOperation"
+    }
+    fn is_prefix_capacity(&self) -> bool {
+        self.code == "InsufficientCidrBlocks"
+    }
+    fn is_index_conflict(&self) -> bool {
+        self.message.contains("interface attached at device")
+    }
+    fn is_not_running(&self) -> bool {
+        self.message.contains("is not 'running'")
+    }
+}
+
+const PREFIX_CAPACITY: FakeError = FakeError {
+    code: "InsufficientCidrBlocks",
+    message: "no /28",
+};
+const INDEX_TAKEN: FakeError = FakeError {
+    code: "InvalidParameterValue",
+    message: "Instance i-1 already has an interface attached at device index 1",
+};
+const ATTACH_LIMIT: FakeError = FakeError {
+    code: "AttachmentLimitExceeded",
+    message: "limit",
+};
+
+#[derive(Debug, Default)]
+struct Ec2 {
+    /// Instance → its ENIs.
+    instances: BTreeMap<String, BTreeMap<String, Eni>>,
+    /// Detached ENIs.
+    detached: BTreeMap<String, Eni>,
+    subnet_free: u64,
+    next_ip: u32,
+    next_eni: u32,
+    calls: Vec<String>,
+    /// Errors to answer, per action, in order.
+    faults: BTreeMap<&'static str, VecDeque<FakeError>>,
+    elastic_ips: Vec<(String, IpAddr)>,
+}
+
+impl Ec2 {
+    fn fault(&mut self, action: &'static str) -> Result<(), FakeError> {
+        match self.faults.get_mut(action).and_then(VecDeque::pop_front) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+    fn ip(&mut self) -> IpAddr {
+        self.next_ip += 1;
+        IpAddr::from([10, 0, 1, u8::try_from(self.next_ip).expect("few")])
+    }
+    fn eni_mut(&mut self, id: &str) -> Option<&mut Eni> {
+        self.instances
+            .values_mut()
+            .find_map(|i| i.get_mut(id))
+            .or_else(|| self.detached.get_mut(id))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Fake(Arc<Mutex<Ec2>>);
+
+impl Fake {
+    fn calls(&self) -> Vec<String> {
+        self.0.lock().unwrap().calls.clone()
+    }
+    fn inject(&self, action: &'static str, error: FakeError) {
+        (self.0.lock().unwrap().faults.entry(action).or_default()).push_back(error);
+    }
+}
+
+fn subnet_of(id: &str) -> AwsSubnet {
+    AwsSubnet {
+        id: id.into(),
+        cidr: Some("10.0.0.0/16".parse().unwrap()),
+        ..AwsSubnet::default()
+    }
+}
+
+impl Inventory for Fake {
+    type Error = FakeError;
+
+    async fn network(&self) -> Result<NetworkState, FakeError> {
+        let ec2 = self.0.lock().unwrap();
+        let mut network = NetworkState::default();
+        network.subnets.insert(
+            "subnet-1".into(),
+            Subnet {
+                id: "subnet-1".into(),
+                availability_zone: "us-east-1a".into(),
+                vpc_id: "vpc-1".into(),
+                available: ec2.subnet_free,
+                ..Subnet::default()
+            },
+        );
+        Ok(network)
+    }
+    async fn enis(&self, _: &NetworkState) -> Result<Vec<AttachedEni>, FakeError> {
+        let ec2 = self.0.lock().unwrap();
+        Ok((ec2.instances.iter())
+            .flat_map(|(instance, enis)| {
+                enis.values().map(|eni| AttachedEni {
+                    instance: instance.clone(),
+                    eni: eni.clone(),
+                })
+            })
+            .collect())
+    }
+    async fn instance_enis(&self, instance: &str, _: &NetworkState) -> Result<Vec<Eni>, FakeError> {
+        let ec2 = self.0.lock().unwrap();
+        Ok(ec2
+            .instances
+            .get(instance)
+            .map_or_else(Vec::new, |e| e.values().cloned().collect()))
+    }
+    async fn instance_types(&self) -> Result<BTreeMap<String, Limits>, FakeError> {
+        Ok(BTreeMap::from([(
+            "m5.large".to_owned(),
+            Limits {
+                adapters: 3,
+                ipv4: 10,
+                ipv6: 10,
+                hypervisor: "nitro".into(),
+                bare_metal: false,
+            },
+        )]))
+    }
+}
+
+impl Ec2Ops for Fake {
+    async fn assign(&self, eni: &str, size: Size) -> Result<(), FakeError> {
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls.push(format!("assign {eni} {size:?}"));
+        ec2.fault("assign")?;
+        let count = match size {
+            Size::Addresses(n) => n,
+            Size::Prefixes(n) => n * 16,
+        };
+        let ips: Vec<IpAddr> = (0..count).map(|_| ec2.ip()).collect();
+        if let Size::Prefixes(n) = size {
+            let prefixes: Vec<IpNet> = (0..n)
+                .map(|i| format!("10.0.{}.0/28", 100 + i).parse().unwrap())
+                .collect();
+            ec2.eni_mut(eni).unwrap().prefixes.extend(prefixes);
+        }
+        ec2.eni_mut(eni).unwrap().addresses.extend(ips);
+        Ok(())
+    }
+    async fn unassign(
+        &self,
+        eni: &str,
+        addresses: &[IpAddr],
+        prefixes: &[IpNet],
+    ) -> Result<(), FakeError> {
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls
+            .push(format!("unassign {eni} {addresses:?} {prefixes:?}"));
+        let found = ec2.eni_mut(eni).unwrap();
+        found
+            .addresses
+            .retain(|a| !addresses.contains(a) && !prefixes.iter().any(|p| p.contains(a)));
+        found.prefixes.retain(|p| !prefixes.contains(p));
+        Ok(())
+    }
+    async fn assign_ipv6_prefix(&self, eni: &str) -> Result<(), FakeError> {
+        self.0
+            .lock()
+            .unwrap()
+            .calls
+            .push(format!("assign_ipv6 {eni}"));
+        Ok(())
+    }
+    async fn create(&self, new: &NewEni) -> Result<Eni, FakeError> {
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls.push(format!(
+            "create {} {:?} {:?}",
+            new.subnet, new.size, new.security_groups
+        ));
+        ec2.fault("create")?;
+        ec2.next_eni += 1;
+        let id = format!("eni-new{}", ec2.next_eni);
+        let primary = ec2.ip();
+        let count = match new.size {
+            Size::Addresses(n) => n,
+            Size::Prefixes(n) => n * 16,
+        };
+        let mut addresses = vec![primary];
+        addresses.extend((0..count).map(|_| ec2.ip()));
+        let eni = Eni {
+            id: id.clone(),
+            ip: Some(primary),
+            addresses,
+            subnet: Some(subnet_of(&new.subnet)),
+            security_groups: new.security_groups.clone(),
+            tags: new.tags.clone(),
+            description: new.description.clone(),
+            ..Eni::default()
+        };
+        ec2.detached.insert(id, eni.clone());
+        Ok(eni)
+    }
+    async fn attach(&self, eni: &str, instance: &str, index: u64) -> Result<String, FakeError> {
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls.push(format!("attach {eni} {instance} {index}"));
+        ec2.fault("attach")?;
+        let mut found = ec2.detached.remove(eni).unwrap();
+        found.number = i64::try_from(index).unwrap();
+        ec2.instances
+            .entry(instance.into())
+            .or_default()
+            .insert(eni.into(), found);
+        Ok(format!("attach-{eni}"))
+    }
+    async fn delete_on_termination(&self, eni: &str, _: &str) -> Result<(), FakeError> {
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls.push(format!("delete_on_termination {eni}"));
+        ec2.fault("modify")
+    }
+    async fn delete(&self, eni: &str) -> Result<(), FakeError> {
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls.push(format!("delete {eni}"));
+        ec2.detached.remove(eni);
+        Ok(())
+    }
+    async fn free_elastic_ips(
+        &self,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, IpAddr)>, FakeError> {
+        let ec2 = self.0.lock().unwrap();
+        let _ = tags;
+        Ok(ec2.elastic_ips.clone())
+    }
+    async fn associate(&self, allocation: &str, eni: &str) -> Result<(), FakeError> {
+        self.0
+            .lock()
+            .unwrap()
+            .calls
+            .push(format!("associate {allocation} {eni}"));
+        Ok(())
+    }
+}
+
+/// EC2 with instance i-1 (m5.large) holding only its device-0 ENI.
+fn ec2() -> Fake {
+    let fake = Fake::default();
+    {
+        let mut ec2 = fake.0.lock().unwrap();
+        ec2.subnet_free = 200;
+        let primary: IpAddr = "10.0.0.10".parse().unwrap();
+        ec2.instances.insert(
+            "i-1".into(),
+            BTreeMap::from([(
+                "eni-0".to_owned(),
+                Eni {
+                    id: "eni-0".into(),
+                    ip: Some(primary),
+                    addresses: vec![primary],
+                    subnet: Some(subnet_of("subnet-1")),
+                    security_groups: vec!["sg-node".into()],
+                    ..Eni::default()
+                },
+            )]),
+        );
+    }
+    fake
+}
+
+fn spec(first: i64) -> EniSpec {
+    EniSpec {
+        instance_type: "m5.large".into(),
+        first_interface_index: Some(first),
+        vpc_id: "vpc-1".into(),
+        availability_zone: "us-east-1a".into(),
+        node_subnet_id: "subnet-1".into(),
+        ..EniSpec::default()
+    }
+}
+
+fn node(spec: &EniSpec) -> NodeRef<'_, EniSpec> {
+    NodeRef {
+        name: "n1",
+        instance_id: "i-1",
+        spec,
+    }
+}
+
+async fn provider(fake: &Fake, pd: bool) -> EniProvider<Fake> {
+    let p = EniProvider::new(
+        fake.clone(),
+        EniSettings {
+            prefix_delegation: pd,
+            eni_tags: BTreeMap::from([("io.cilium/cilium-managed".into(), "true".into())]),
+        },
+    );
+    p.resync().await.expect("first resync");
+    p
+}
+
+#[tokio::test]
+async fn a_node_without_room_gets_a_new_eni_at_the_first_interface_index() {
+    let fake = ec2();
+    let p = provider(&fake, false).await;
+    let s = spec(1);
+    let action = p.prepare_allocation(node(&s)).expect("known");
+    assert_eq!(
+        (action.interface_id.as_str(), action.empty_interface_slots),
+        ("", 2)
+    );
+    let held = p
+        .create_interface(
+            node(&s),
+            &AllocationAction {
+                max_to_allocate: 8,
+                ..action
+            },
+        )
+        .await
+        .expect("created");
+    assert_eq!(held, 8);
+    assert_eq!(
+        fake.calls(),
+        [
+            "create subnet-1 Addresses(8) [\"sg-node\"]",
+            "attach eni-new1 i-1 1",
+            "delete_on_termination eni-new1",
+        ]
+    );
+    let (available, _) = p.resync_interfaces(node(&s)).expect("known");
+    assert_eq!(
+        available.len(),
+        8,
+        "the new ENI's secondaries, before any sync"
+    );
+    assert!(available.values().all(|eni| eni == "eni-new1"));
+    let status = p.status(node(&s));
+    let shown = &status.enis["eni-new1"];
+    assert_eq!(shown.number, 1);
+    assert_eq!(shown.addresses.len(), 8, "the primary is the ENI's ip only");
+}
+
+#[tokio::test]
+async fn a_taken_index_moves_to_the_next_and_a_failed_attachment_leaves_no_eni() {
+    let fake = ec2();
+    let p = provider(&fake, false).await;
+    let s = spec(1);
+    fake.inject("attach", INDEX_TAKEN);
+    let action = AllocationAction {
+        max_to_allocate: 4,
+        empty_interface_slots: 2,
+        ..AllocationAction::default()
+    };
+    p.create_interface(node(&s), &action)
+        .await
+        .expect("created");
+    assert!(
+        fake.calls().contains(&"attach eni-new1 i-1 2".to_owned()),
+        "{:?}",
+        fake.calls()
+    );
+
+    fake.inject("attach", ATTACH_LIMIT);
+    let err = p
+        .create_interface(node(&s), &action)
+        .await
+        .expect_err("limit");
+    assert_eq!(
+        EniProvider::<Fake>::creation_condition(&err),
+        "unableToAttachENI"
+    );
+    assert!(
+        fake.calls().contains(&"delete eni-new2".to_owned()),
+        "{:?}",
+        fake.calls()
+    );
+    assert!(fake.0.lock().unwrap().detached.is_empty(), "no ENI leaked");
+}
+
+#[tokio::test]
+async fn prefixes_on_a_nitro_node_and_addresses_when_the_subnet_has_no_28() {
+    let fake = ec2();
+    let p = provider(&fake, true).await;
+    let s = spec(0);
+    let mut action = p.prepare_allocation(node(&s)).expect("known");
+    assert_eq!(action.interface_id, "eni-0");
+    action.available_for_allocation = 20;
+    p.allocate(node(&s), &action).await.expect("assigned");
+    assert_eq!(fake.calls().last().unwrap(), "assign eni-0 Prefixes(2)");
+
+    fake.inject("assign", PREFIX_CAPACITY);
+    p.allocate(node(&s), &action).await.expect("fell back");
+    assert_eq!(
+        fake.calls().last().unwrap(),
+        "assign eni-0 Addresses(9)",
+        "no more single addresses than the ENI has slots for"
+    );
+}
+
+#[tokio::test]
+async fn a_1_19_release_unassigns_the_chosen_free_addresses() {
+    let fake = ec2();
+    let p = provider(&fake, false).await;
+    let s = spec(0);
+    let mut action = p.prepare_allocation(node(&s)).expect("known");
+    action.available_for_allocation = 4;
+    p.allocate(node(&s), &action).await.expect("assigned");
+    p.instances.instance_sync("i-1").await.expect("sync");
+    let used = BTreeSet::from(["10.0.1.1".to_owned()]);
+    let release = p.prepare_release(node(&s), 2, &used);
+    assert_eq!(release.ips, ["10.0.1.2", "10.0.1.3"]);
+    p.release(node(&s), &release).await.expect("released");
+    let (available, _) = p.resync_interfaces(node(&s)).expect("known");
+    assert_eq!(available.len(), 2, "{available:?}");
+}
+
+#[tokio::test]
+async fn the_static_ip_is_an_unassociated_tagged_elastic_ip_on_the_primary_eni() {
+    let fake = ec2();
+    let p = provider(&fake, false).await;
+    let s = spec(0);
+    let tags = BTreeMap::from([("pool".to_owned(), "egress".to_owned())]);
+    let err = p
+        .allocate_static_ip(node(&s), &tags)
+        .await
+        .expect_err("none");
+    assert!(
+        err.to_string()
+            .starts_with("no unassociated EIPs found for tags"),
+        "{err}"
+    );
+    fake.0.lock().unwrap().elastic_ips = vec![("eipalloc-1".into(), "20.0.0.9".parse().unwrap())];
+    let ip = p
+        .allocate_static_ip(node(&s), &tags)
+        .await
+        .expect("assigned");
+    assert_eq!(ip, "20.0.0.9");
+    assert!(
+        fake.calls()
+            .contains(&"associate eipalloc-1 eni-0".to_owned())
+    );
+}
+
+#[derive(Debug, Default)]
+struct Quiet;
+
+impl Observer for Quiet {
+    fn round(&self, _: Outcome, _: &str, _: u64, _: f64) {}
+    fn background_sync(&self, _: bool, _: f64) {}
+    fn resynced(&self) {}
+    fn snapshot(&self, _: &Snapshot) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cloud_manager_fills_a_node_through_a_new_eni() {
+    let fake = ec2();
+    let p = EniProvider::new(fake.clone(), EniSettings::default());
+    let (tx, mut rx) = mpsc::unbounded_channel::<NodePatch>();
+    let manager = CloudManager::start(
+        p,
+        Settings {
+            parallel_workers: 2,
+            release_excess: false,
+        },
+        tx,
+        Box::new(Quiet),
+    )
+    .await
+    .expect("first resync");
+    manager.upsert(CloudNodeView {
+        name: "n1".into(),
+        instance_id: "i-1".into(),
+        provider: spec(1),
+        ..CloudNodeView::default()
+    });
+    let filled = tokio::time::timeout(Duration::from_mins(1), async {
+        loop {
+            let patch = rx.recv().await.expect("manager alive");
+            let pool = patch.spec.as_ref().and_then(|s| {
+                s["spec"]["ipam"]["pool"]
+                    .as_object()
+                    .map(serde_json::Map::len)
+            });
+            if pool == Some(8) {
+                return patch;
+            }
+        }
+    })
+    .await
+    .expect("the node's pool reached pre-allocate 8");
+    let status = filled.status.expect("status published");
+    assert!(
+        status["status"]["eni"]["enis"]["eni-new1"]["number"] == 1,
+        "{status}"
+    );
+}
