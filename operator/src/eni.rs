@@ -4,4 +4,7 @@
 //! `azure`.
 //!
 //! - [`limits`]: the instance-type limits and the formulas built on them (pure).
+pub mod api;
+pub mod creds;
+pub mod imds;
 pub mod limits;
