@@ -45,8 +45,8 @@ impl Ec2Client {
     }
 
     async fn simple(&self, action: &'static str, query: Query) -> Result<(), Ec2Error> {
-        let body = self.call(action, &query).await?;
-        xml::acknowledged(action, &body)
+        self.call(action, &query, |b| xml::acknowledged(action, b))
+            .await
     }
 }
 
@@ -134,8 +134,7 @@ impl Ec2Api for Ec2Client {
         let query = query
             .tag_specification("network-interface", &request.tags)
             .opt("ClientToken", request.client_token.as_deref());
-        let body = self.call(A, &query).await?;
-        xml::created_interface(&body)
+        self.call(A, &query, xml::created_interface).await
     }
 
     async fn attach_network_interface(
@@ -150,8 +149,8 @@ impl Ec2Api for Ec2Client {
             .param("InstanceId", instance_id)
             .param("NetworkInterfaceId", interface_id)
             .param("NetworkCardIndex", "0");
-        let body = self.call(A, &query).await?;
-        xml::single(A, &body, "attachmentId")
+        self.call(A, &query, |b| xml::single(A, b, "attachmentId"))
+            .await
     }
 
     async fn set_delete_on_termination(
@@ -180,8 +179,7 @@ impl Ec2Api for Ec2Client {
     ) -> Result<Vec<String>, Ec2Error> {
         const A: &str = "AssignPrivateIpAddresses";
         let query = request.add_to(Query::ec2(A).param("NetworkInterfaceId", interface_id));
-        let body = self.call(A, &query).await?;
-        xml::assigned(&body)
+        self.call(A, &query, xml::assigned).await
     }
 
     async fn unassign_private_ip_addresses(
@@ -222,7 +220,7 @@ impl Ec2Api for Ec2Client {
             .param("AllocationId", allocation_id)
             .param("NetworkInterfaceId", interface_id)
             .bool("AllowReassociation", false);
-        let body = self.call(A, &query).await?;
-        xml::single(A, &body, "associationId")
+        self.call(A, &query, |b| xml::single(A, b, "associationId"))
+            .await
     }
 }

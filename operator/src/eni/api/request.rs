@@ -59,12 +59,14 @@ pub(crate) fn error_answer(action: &'static str, status: u16, body: &str) -> Ec2
 }
 
 impl Ec2Client {
-    /// One rate-limited call with retries; the answer's body.
-    pub(super) async fn call(
+    /// One rate-limited call with retries, its answer read by `decode` (a decoding failure
+    /// is timed as `Failed`, as in the SDK, and not retried).
+    pub(super) async fn call<T>(
         &self,
         action: &'static str,
         query: &Query,
-    ) -> Result<String, Ec2Error> {
+        decode: impl FnOnce(&str) -> Result<T, Ec2Error>,
+    ) -> Result<T, Ec2Error> {
         let inner = &self.inner;
         let waited = inner.limiter.acquire().await;
         inner.metrics.observe_rate_limit(action, waited);
@@ -81,8 +83,12 @@ impl Ec2Client {
         loop {
             match self.attempt(action, &body).await {
                 Ok(answer) => {
-                    timer.ok();
-                    return Ok(answer);
+                    let decoded = decode(&answer);
+                    match &decoded {
+                        Ok(_) => timer.ok(),
+                        Err(error) => timer.failed(error.response_code()),
+                    }
+                    return decoded;
                 }
                 Err(error) if attempt < MAX_ATTEMPTS && error.is_retriable() => {
                     let wait = backoff(attempt, fastrand::f64());
@@ -181,8 +187,8 @@ impl Ec2Client {
                     Some(t) => first.clone().with("NextToken", t.as_str()),
                     None => first.clone(),
                 };
-                let body = match self.call(action, &page_query).await {
-                    Ok(body) => body,
+                let page = match self.call(action, &page_query, parse).await {
+                    Ok(page) => page,
                     Err(error) if paged && max == 0 && error.is_operation_not_permitted() => {
                         if self
                             .inner
@@ -202,7 +208,6 @@ impl Ec2Client {
                     }
                     Err(error) => return Err(error),
                 };
-                let page = parse(&body)?;
                 items.extend(page.items);
                 token = match page.next_token {
                     Some(next) if token.as_deref() != Some(next.as_str()) => Some(next),

@@ -111,7 +111,7 @@ mod tests {
 
     /// 2015-08-30T12:36:00Z, the time of AWS's SigV4 test suite.
     fn suite_time() -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_secs(1_440_938_160)
+        SystemTime::UNIX_EPOCH + Duration::from_mins(24_015_636)
     }
 
     fn suite_credentials(token: Option<&str>) -> Credentials {
