@@ -5,7 +5,7 @@
 
 use http::StatusCode;
 
-use super::TransportError;
+use super::{TransportError, sign::SignError};
 use crate::eni::creds::CredentialsError;
 
 /// AWS error codes that mean "slow down" (the SDKs' standard retryer's throttle set).
@@ -80,7 +80,7 @@ pub enum Ec2Error {
         action: &'static str,
         /// Why.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: Box<SignError>,
     },
     /// A success answer that is not well-formed XML (truncated, garbage).
     #[error("{action}: the answer is not well-formed XML")]

@@ -1,4 +1,4 @@
-//! One EC2 call: a token from the shared bucket (its wait observed per operation), then up to
+//! One EC2 call: a token from the shared bucket (a wait observed per operation), then up to
 //! [`MAX_ATTEMPTS`] signed `POST /` exchanges with backoff between retriable failures, timed
 //! as one call; an error status becomes [`Ec2Error::Api`] (AWS's error document, kept whole)
 //! or [`Ec2Error::Http`] (any other body). And listing: every page over `nextToken`, each page
@@ -69,8 +69,9 @@ impl Ec2Client {
     ) -> Result<T, Ec2Error> {
         let inner = &self.inner;
         let waited = inner.limiter.acquire().await;
-        inner.metrics.observe_rate_limit(action, waited);
         if !waited.is_zero() {
+            // Only actual waits are observed, as Cilium's limiter does.
+            inner.metrics.observe_rate_limit(action, waited);
             debug!(
                 action,
                 wait_ms = waited.as_millis(),
