@@ -121,8 +121,6 @@ pub enum SourceKind {
     Container,
     /// The instance role through IMDS.
     InstanceRole,
-    /// Fixed credentials handed in (tests, emulators).
-    Static,
 }
 
 impl fmt::Display for SourceKind {
@@ -132,7 +130,6 @@ impl fmt::Display for SourceKind {
             Self::WebIdentity => "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, STS)",
             Self::Container => "container credentials endpoint",
             Self::InstanceRole => "instance role (IMDS)",
-            Self::Static => "static credentials",
         })
     }
 }

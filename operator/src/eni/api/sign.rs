@@ -179,6 +179,44 @@ mod tests {
         assert_eq!(header(&signed, "x-amz-security-token"), Some(token));
     }
 
+    /// AWS's published `post-x-www-form-urlencoded` and `-parameters` vectors: a form body
+    /// with `content-length` and the payload-hash header signed as the suite does.
+    #[test]
+    fn aws_suite_post_form() {
+        let hash = "9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e";
+        let cases = [
+            (
+                "application/x-www-form-urlencoded",
+                "d3875051da38690788ef43de4db0d8f280229d82040bfac253562e56c3f20e0b",
+            ),
+            (
+                "application/x-www-form-urlencoded; charset=utf-8",
+                "328d1b9eaadca9f5818ef05e8392801e091653bafec24fcab71e7344e7f51422",
+            ),
+        ];
+        for (content_type, want) in cases {
+            let signed = sign_request(
+                "POST",
+                "https://example.amazonaws.com/",
+                &[
+                    ("content-type", content_type),
+                    ("host", "example.amazonaws.com"),
+                    ("content-length", "13"),
+                    ("x-amz-content-sha256", hash),
+                ],
+                b"Param1=value1",
+                &suite_credentials(None),
+                Scope {
+                    region: "us-east-1",
+                    service: "service",
+                    time: suite_time(),
+                },
+            )
+            .unwrap();
+            assert_eq!(signed.signature, want, "{content_type}");
+        }
+    }
+
     /// Our EC2 request shape (POST /, host + content-type signed, a form body, service `ec2`)
     /// with the suite's key and time. The expected signature was computed independently from
     /// the documented algorithm (canonical request → string to sign → HMAC chain), not by
