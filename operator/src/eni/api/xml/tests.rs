@@ -425,3 +425,20 @@ fn error_documents() {
     assert_eq!(error_document("<Response><Errors><Error>"), None);
     assert_eq!(error_document(""), None);
 }
+
+#[test]
+fn every_truncation_is_an_error_never_a_panic() {
+    let full = doc(
+        "DescribeNetworkInterfaces",
+        &format!("<networkInterfaceSet>{ENI}</networkInterfaceSet><nextToken>n</nextToken>"),
+    );
+    assert!(network_interfaces(&full).is_ok());
+    for end in (0..full.len()).filter(|&i| full.is_char_boundary(i)) {
+        let cut = &full[..end];
+        assert!(
+            network_interfaces(cut).is_err(),
+            "a document cut at {end} was accepted"
+        );
+        let _ = error_document(cut);
+    }
+}
