@@ -22,7 +22,6 @@ use tokio::net::TcpListener;
 #[derive(Debug, Clone)]
 pub struct Reply {
     status: u16,
-    headers: Vec<(String, String)>,
     body: String,
 }
 
@@ -31,7 +30,6 @@ impl Reply {
     pub fn new(status: u16, body: &str) -> Self {
         Self {
             status,
-            headers: Vec::new(),
             body: body.to_owned(),
         }
     }
@@ -208,11 +206,8 @@ async fn answer(
         }
     };
     let reply = reply.unwrap_or_else(|| Reply::new(599, "unexpected request"));
-    let mut resp = Response::builder().status(StatusCode::from_u16(reply.status).expect("status"));
-    for (k, v) in &reply.headers {
-        resp = resp.header(k, v);
-    }
-    Ok(resp
+    Ok(Response::builder()
+        .status(StatusCode::from_u16(reply.status).expect("status"))
         .body(Full::new(Bytes::from(reply.body)))
         .expect("response"))
 }
