@@ -216,6 +216,13 @@ impl Ec2Error {
         self.code_is(&["UnauthorizedOperation"])
     }
 
+    /// The resource does not exist (a code ending in `.NotFound`, e.g.
+    /// `InvalidNetworkInterfaceID.NotFound`).
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        self.code().is_some_and(|c| c.ends_with(".NotFound"))
+    }
+
     /// A 5xx answer whose body is not an AWS error document (an endpoint that does not
     /// implement the action, e.g. moto's HTML 500).
     #[must_use]
@@ -317,6 +324,8 @@ mod tests {
         };
         assert!(html.is_retriable() && html.is_unimplemented());
         assert!(!api(500, "InternalError", "x").is_unimplemented());
+        assert!(api(400, "InvalidNetworkInterfaceID.NotFound", "x").is_not_found());
+        assert!(!api(400, "InvalidParameterValue", "x").is_not_found());
         let missing = Ec2Error::Missing {
             action: "DescribeVpcs",
             what: "vpcSet/item/vpcId".into(),
