@@ -3,6 +3,8 @@
 //! It plugs into the cloud node manager ([`crate::cloud`]) like Azure, and imports nothing of
 //! `azure`.
 //!
+//! - [`api`]: the EC2 Query client (SigV4, token bucket, paging, retries, metrics).
+//! - [`creds`]: the AWS credential chain; [`imds`]: the instance metadata service (IMDSv2).
 //! - [`instances`]: the instances cache: network, instances' ENIs, limits; synced through an
 //!   [`instances::Inventory`].
 //! - [`interfaces`]: one node's ENIs: what it holds, where addresses go, what it releases (pure).
@@ -11,6 +13,9 @@
 //! - [`provider`]: the [`crate::cloud::CloudProvider`] that executes the decisions over EC2.
 //! - [`vpc`]: subnets, route tables, security groups, and the choices for a new ENI (pure).
 
+pub mod api;
+pub mod creds;
+pub mod imds;
 pub mod instances;
 pub mod interfaces;
 pub mod limits;
