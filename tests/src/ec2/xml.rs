@@ -10,7 +10,7 @@ use std::{
 /// The EC2 Query API namespace of every answer.
 pub const NAMESPACE: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
 
-/// Escape text for an element's content or an attribute.
+/// Escape text for an element's content (`&`, `<`, `>`; quotes stay, as EC2 leaves them).
 #[must_use]
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -19,8 +19,6 @@ pub fn escape(text: &str) -> String {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
             c => out.push(c),
         }
     }
