@@ -2,7 +2,8 @@
 //! a fresh Debian machine: the nightly toolchain with `rust-src` (the eBPF crate is built
 //! with `-Z build-std`), `bpf-linker` linked against nightly's own libLLVM, and the Debian
 //! packages the datapath tests and the demo call, and `kubernetes-validate` and
-//! `helm-python-sdk` (PyPI, in a venv under [`TOOLS_VENV`]) for the deploy manifests' test. Each item prints one line, `ok: ...`
+//! `helm-python-sdk` (PyPI, in a venv under [`TOOLS_VENV`]) for the deploy manifests' test, and
+//! `boto3` (same venv) for the EC2 emulator's test. Each item prints one line, `ok: ...`
 //! when already present or `installing: ...` before installing it.
 
 use std::{
@@ -61,6 +62,10 @@ const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
 /// Go toolchain are needed; rendering runs offline.
 const HELM_PYTHON_SDK_VERSION: &str = "0.2.2";
 
+/// The boto3 release the EC2 emulator's XML is judged with (tests/tests/ec2_emulator/boto3.rs):
+/// botocore's own serializer and parser, an EC2 client we did not write.
+const BOTO3_VERSION: &str = "1.44.8";
+
 /// The bpf-linker release line the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "^0.13";
 
@@ -71,7 +76,8 @@ pub fn setup() -> Result<()> {
     bpf_linker()?;
     deb_packages()?;
     kubernetes_validate()?;
-    helm_python_sdk()
+    helm_python_sdk()?;
+    boto3()
 }
 
 fn nightly_toolchain() -> Result<()> {
@@ -319,6 +325,37 @@ fn helm_python_sdk() -> Result<()> {
             "--disable-pip-version-check",
             "--only-binary=:all:",
             &format!("helm-python-sdk=={HELM_PYTHON_SDK_VERSION}"),
+        ]),
+    )
+}
+
+/// `boto3` at [`BOTO3_VERSION`] in [`TOOLS_VENV`] (after [`kubernetes_validate`], which
+/// creates the venv); another version is replaced in place.
+fn boto3() -> Result<()> {
+    let venv = Path::new(TOOLS_VENV);
+    let python = venv.join("bin").join("python3");
+    let installed = output(Command::new(&python).args([
+        "-c",
+        "import importlib.metadata as m; print(m.version('boto3'))",
+    ]))
+    .ok();
+    if installed.as_deref().map(str::trim) == Some(BOTO3_VERSION) {
+        println!("ok: boto3 {BOTO3_VERSION} ({TOOLS_VENV})");
+        return Ok(());
+    }
+    if !run::is_root()? {
+        bail!(
+            "boto3 {BOTO3_VERSION} is missing from {TOOLS_VENV} and installing it needs root: \
+             run `cargo xtask setup` as root"
+        );
+    }
+    install(
+        &format!("boto3 {BOTO3_VERSION}"),
+        Command::new(venv.join("bin").join("pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            &format!("boto3=={BOTO3_VERSION}"),
         ]),
     )
 }
