@@ -256,6 +256,11 @@ impl Ec2Emulator {
         *lock(&self.shared.imds.require_token) = require;
     }
 
+    /// Describe `instance` in IMDS from now on.
+    pub fn set_imds_instance(&self, instance: &str) {
+        *lock(&self.shared.imds.instance) = Some(instance.to_owned());
+    }
+
     /// Invalidate every IMDS token handed out.
     pub fn revoke_imds_tokens(&self) {
         self.shared.imds.revoke_tokens();

@@ -52,7 +52,7 @@ fn reply(status: u16, body: impl Into<String>) -> ImdsReply {
 #[derive(Debug, Default)]
 pub struct Imds {
     /// The instance described (default: the first).
-    pub instance: Option<String>,
+    pub instance: Mutex<Option<String>>,
     /// A GET without a token answers 401.
     pub require_token: Mutex<bool>,
     /// The instance role.
@@ -65,7 +65,7 @@ impl Imds {
     #[must_use]
     pub fn new(instance: Option<String>, require_token: bool, role: Option<String>) -> Self {
         Self {
-            instance,
+            instance: Mutex::new(instance),
             require_token: Mutex::new(require_token),
             role,
             tokens: Mutex::default(),
@@ -120,8 +120,7 @@ impl Imds {
             None if *lock(&self.require_token) => return reply(401, "Unauthorized"),
             None => {}
         }
-        let id = self
-            .instance
+        let id = lock(&self.instance)
             .clone()
             .or_else(|| m.instances.keys().next().cloned());
         let Some(instance) = id.and_then(|id| m.instances.get(&id)) else {

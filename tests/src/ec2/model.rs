@@ -1,9 +1,10 @@
 //! The emulated estate in memory: VPCs, subnets with their address accounting
 //! ([`subnet`]), route tables, security groups, the instance-type catalogue, instances, ENIs
 //! with their attachments, addresses and prefixes, Elastic IPs, and `ClientToken`s seen. Built
-//! from a [`Scenario`]; changed by the mutating actions ([`enis`]). Knows nothing of HTTP or
+//! from a [`Scenario`]; changed by the mutating actions ([`enis`], [`addresses`]). Knows nothing of HTTP or
 //! XML.
 
+pub mod addresses;
 pub mod enis;
 pub mod subnet;
 

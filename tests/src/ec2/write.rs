@@ -10,12 +10,10 @@ use ipnet::Ipv4Net;
 
 use super::{
     error::Ec2Error,
-    model::{
-        Model,
-        enis::{Assign, NewEni},
-    },
+    model::{Model, addresses::Assign, enis::NewEni},
     query::Params,
     render,
+    scenario::Tags,
     xml::{NAMESPACE, Xml},
 };
 
@@ -247,26 +245,37 @@ pub fn create_tags(m: &mut Model, p: &Params, rid: &str) -> Result<String, Ec2Er
         return Err(Ec2Error::missing("ResourceId"));
     }
     let tags = p.tags("Tag");
+    if let Some(id) = ids.iter().find(|id| tags_of(m, id).is_none()) {
+        return Err(Ec2Error::client(
+            "InvalidID",
+            format!("The ID '{id}' is not valid"),
+        ));
+    }
     for id in &ids {
-        let target = if let Some(i) = m.instances.get_mut(id) {
-            &mut i.tags
-        } else if let Some(e) = m.enis.get_mut(id) {
-            &mut e.tags
-        } else if let Some(s) = m.subnets.get_mut(id) {
-            &mut s.tags
-        } else if let Some(v) = m.vpcs.iter_mut().find(|v| &v.id == id) {
-            &mut v.tags
-        } else if let Some(g) = m.groups.iter_mut().find(|g| &g.id == id) {
-            &mut g.tags
-        } else if let Some(a) = m.eips.iter_mut().find(|a| &a.allocation_id == id) {
-            &mut a.tags
-        } else {
-            return Err(Ec2Error::client(
-                "InvalidID",
-                format!("The ID '{id}' is not valid"),
-            ));
-        };
-        target.extend(tags.clone());
+        tags_of(m, id).expect("checked above").extend(tags.clone());
     }
     Ok(returned_true("CreateTags", rid))
+}
+
+/// The tags of the taggable object with this id.
+fn tags_of<'a>(m: &'a mut Model, id: &str) -> Option<&'a mut Tags> {
+    if let Some(i) = m.instances.get_mut(id) {
+        return Some(&mut i.tags);
+    }
+    if let Some(e) = m.enis.get_mut(id) {
+        return Some(&mut e.tags);
+    }
+    if let Some(s) = m.subnets.get_mut(id) {
+        return Some(&mut s.tags);
+    }
+    if let Some(v) = m.vpcs.iter_mut().find(|v| v.id == id) {
+        return Some(&mut v.tags);
+    }
+    if let Some(g) = m.groups.iter_mut().find(|g| g.id == id) {
+        return Some(&mut g.tags);
+    }
+    m.eips
+        .iter_mut()
+        .find(|a| a.allocation_id == id)
+        .map(|a| &mut a.tags)
 }

@@ -5,7 +5,7 @@
 //! accepted by EC2 when the scenario restricts keys.
 
 use serde_json::Value;
-use weft_tests::ec2::{EXAMPLE_INSTANCE, EXAMPLE_NODE_SUBNET, EXAMPLE_VPC, Scenario};
+use weft_tests::ec2::{EXAMPLE_INSTANCE, EXAMPLE_NODE_SUBNET, EXAMPLE_VPC, InstanceSpec, Scenario};
 
 use super::{Client, start_with};
 
@@ -95,9 +95,23 @@ fn metadata_paths_describe_the_instance_as_it_is() {
     );
     c.get(
         "/latest/meta-data/nothing-here",
-        &[("x-aws-ec2-metadata-token", t)],
+        &[("x-aws-ec2-metadata-token", t.clone())],
     )
     .expect(404);
+    e.add_instance(&InstanceSpec {
+        id: "i-0b000000000000009".to_owned(),
+        instance_type: "m4.large".to_owned(),
+        subnet: EXAMPLE_NODE_SUBNET.to_owned(),
+        tags: weft_tests::ec2::Tags::new(),
+        running: true,
+        primary_eni: None,
+        primary_ip: None,
+        secondary_ips: 0,
+        security_groups: Vec::new(),
+    })
+    .expect("room for an instance");
+    e.set_imds_instance("i-0b000000000000009");
+    assert_eq!(get(&c, "/latest/meta-data/instance-type", &t), "m4.large");
     assert_eq!(e.count("IMDSToken"), 1);
 }
 

@@ -210,3 +210,43 @@ fn elastic_ips_are_found_by_tag_and_associated_once() {
     )
     .expect_error(400, "Resource.AlreadyAssociated");
 }
+
+#[test]
+fn create_tags_tags_every_resource_or_none() {
+    let (e, c) = start();
+    let eni = create_eni(&c, EXAMPLE_POD_SUBNET, &[]);
+    c.call(
+        "CreateTags",
+        &[
+            ("ResourceId.1", &eni),
+            ("ResourceId.2", "eni-00000000000000bad"),
+            ("Tag.1.Key", "k"),
+            ("Tag.1.Value", "v"),
+        ],
+    )
+    .expect_error(400, "InvalidID");
+    assert!(
+        e.eni(&eni).expect("exists").tags.is_empty(),
+        "a refused request changes nothing"
+    );
+    c.call(
+        "CreateTags",
+        &[
+            ("ResourceId.1", &eni),
+            ("ResourceId.2", EXAMPLE_INSTANCE),
+            ("Tag.1.Key", "k"),
+            ("Tag.1.Value", "v"),
+        ],
+    )
+    .expect(200);
+    let tagged = c
+        .call(
+            "DescribeTags",
+            &[("Filter.1.Name", "key"), ("Filter.1.Value.1", "k")],
+        )
+        .expect(200);
+    assert_eq!(
+        tagged.all("resourceType"),
+        ["instance", "network-interface"]
+    );
+}
