@@ -21,7 +21,9 @@
 //! refusing an attached ENI; UnassignPrivateIpAddresses refusing the primary;
 //! delete-on-termination honoured when an instance is terminated; `ClientToken` idempotency;
 //! GetSecurityGroupsForVpc and DescribeSecurityGroups; Elastic IPs; SigV4 `Authorization`
-//! required and its scope checked (region, service, access key) **without verifying the HMAC**;
+//! required and its scope checked (region, service, access key), the HMAC verified
+//! (`SignatureDoesNotMatch`) for keys whose secret the emulator knows (`secretKeys`, and every
+//! key STS or IMDS issued) and not for others;
 //! IAM policy documents enforced (`UnauthorizedOperation`, 403); injected faults, a request-rate
 //! limit and a request log; IMDSv2 with the token rule; STS `AssumeRoleWithWebIdentity` and
 //! instance-role credentials from IMDS, whose keys EC2 then accepts.
@@ -29,7 +31,8 @@
 //! **Not modelled.** Other actions (DetachNetworkInterface and RunInstances exist only as
 //! handle methods), multiple network cards, IPv6 addresses (only /80 prefixes), prefix
 //! delegation refused on non-Nitro types, security-group rules, DryRun, session-token checks,
-//! the HMAC, and per-resource policy conditions (`Resource` and `Condition` are ignored).
+//! signature expiry (`X-Amz-Date` is not compared with the clock), and per-resource policy
+//! conditions (`Resource` and `Condition` are ignored).
 
 mod auth;
 mod describe;
@@ -41,6 +44,7 @@ mod query;
 mod render;
 mod scenario;
 mod server;
+mod sigv4;
 mod sts;
 mod write;
 mod xml;
@@ -142,7 +146,10 @@ impl Ec2EmulatorBuilder {
                 s.imds.require_token,
                 s.imds.role.clone(),
             ),
-            keys: Keys::new(s.access_keys.clone()),
+            keys: Keys::new(
+                s.access_keys.clone(),
+                s.secret_keys.clone().into_iter().collect(),
+            ),
             web_identity: s.web_identity.clone(),
             policies: Mutex::new(policies),
             faults: Faults::default(),
@@ -172,8 +179,9 @@ pub struct Ec2Emulator {
     server: crate::emulator::Server,
 }
 
-/// An `Authorization` header for `access_key` in `region`, SigV4-shaped (the emulator checks
-/// the scope, not the signature) — for tests that speak the wire by hand.
+/// An `Authorization` header for `access_key` in `region`, SigV4-shaped with a dummy signature
+/// (accepted for keys whose secret the emulator does not know) — for tests that speak the wire
+/// by hand.
 #[must_use]
 pub fn authorization(access_key: &str, region: &str) -> String {
     format!(

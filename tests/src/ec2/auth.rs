@@ -3,9 +3,8 @@
 //! SignedHeaders=…, Signature=…`) parsed and its scope checked (the scenario's region, service
 //! `ec2`, an accepted access key), and the IAM policy documents the scenario enforces
 //! (`Statement[].{Effect, Action, NotAction}`, `*`/`?` wildcards, case-insensitive, an explicit
-//! Deny wins, nothing allowed by default). The HMAC itself is **not** verified: the signer is
-//! checked against AWS's published vectors in the client's own unit tests, and the emulator
-//! only needs to know the caller and the scope. Knows nothing of HTTP or the model.
+//! Deny wins, nothing allowed by default). The HMAC itself is verified in [`super::sigv4`],
+//! only for keys whose secret the emulator knows. Knows nothing of HTTP or the model.
 
 use serde_json::Value;
 
@@ -24,6 +23,8 @@ pub struct Credential {
     pub service: String,
     /// `SignedHeaders`, lowercase.
     pub signed_headers: Vec<String>,
+    /// `Signature` (hex).
+    pub signature: String,
 }
 
 /// Parse an `Authorization` header.
@@ -56,7 +57,7 @@ pub fn parse(header: Option<&str>) -> Result<Credential, Ec2Error> {
             _ => {}
         }
     }
-    let (Some(credential), Some(signed), Some(_)) = (credential, signed, signature) else {
+    let (Some(credential), Some(signed), Some(signature)) = (credential, signed, signature) else {
         return Err(incomplete());
     };
     let scope: Vec<&str> = credential.split('/').collect();
@@ -69,6 +70,7 @@ pub fn parse(header: Option<&str>) -> Result<Credential, Ec2Error> {
         region: region.to_owned(),
         service: service.to_owned(),
         signed_headers: signed.split(';').map(str::to_ascii_lowercase).collect(),
+        signature: signature.to_owned(),
     })
 }
 

@@ -105,6 +105,10 @@ pub struct Scenario {
     /// Access key ids EC2 requests may be signed with; empty: any (STS-issued ones always).
     #[serde(default)]
     pub access_keys: Vec<String>,
+    /// Access key → secret: requests signed with these keys are accepted and their SigV4
+    /// signatures verified (`SignatureDoesNotMatch`); other keys' signatures are not checked.
+    #[serde(default)]
+    pub secret_keys: BTreeMap<String, String>,
     /// Web identities STS `AssumeRoleWithWebIdentity` accepts.
     #[serde(default)]
     pub web_identity: Option<WebIdentitySpec>,

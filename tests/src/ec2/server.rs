@@ -1,7 +1,8 @@
 //! The HTTP side: the handler the shared scaffold ([`crate::emulator`]) serves on one listener
 //! for EC2, STS and IMDS. `/latest/…` goes to IMDS; everything else is a Query request (form
 //! body, or query string) routed by `Action`: `AssumeRoleWithWebIdentity` to STS (unsigned, as
-//! the SDKs send it), every other action signed (scope checked), rate-limited, given its
+//! the SDKs send it), every other action signed (scope checked, signature verified when the
+//! key's secret is known), rate-limited, given its
 //! injected fault, checked against the policy, and served from the model ([`super::describe`],
 //! [`super::write`]). Every request is logged (and printed to stderr when asked).
 
@@ -25,6 +26,7 @@ use super::{
     model::Model,
     query::Params,
     scenario::WebIdentitySpec,
+    sigv4::{self, Signed},
     sts::{self, Keys},
     write,
 };
@@ -158,15 +160,14 @@ pub(super) async fn handle(
         let mut params = Params::parse(parts.uri.query().unwrap_or("").as_bytes());
         params.0.extend(Params::parse(&body).0);
         let action = params.get("Action").unwrap_or("").to_owned();
-        let mut reply = query(
-            &shared,
-            &action,
-            &params,
-            header("authorization").as_deref(),
-            &rid,
-            &mut access_key,
-        )
-        .await;
+        let signed = Signed {
+            method: &method,
+            path: &path,
+            query: parts.uri.query().unwrap_or(""),
+            headers: &parts.headers,
+            body: &body,
+        };
+        let mut reply = query(&shared, &action, &params, &signed, &rid, &mut access_key).await;
         reply.headers.push(("x-amzn-RequestId", rid.clone()));
         let mut logged = params.0;
         logged.remove("Action");
@@ -210,7 +211,7 @@ async fn query(
     shared: &Shared,
     action: &str,
     p: &Params,
-    authorization: Option<&str>,
+    signed: &Signed<'_>,
     rid: &str,
     access_key: &mut Option<String>,
 ) -> Reply {
@@ -230,6 +231,10 @@ async fn query(
             },
         };
     }
+    let authorization = signed
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
     let credential = match auth::parse(authorization) {
         Ok(c) => c,
         Err(e) => return Reply::error(&e, rid),
@@ -237,6 +242,11 @@ async fn query(
     *access_key = Some(credential.access_key.clone());
     let region = lock(&shared.model).region.clone();
     if let Err(e) = credential.check(&region, |k| shared.keys.accepted(k)) {
+        return Reply::error(&e, rid);
+    }
+    if let Some(secret) = shared.keys.secret(&credential.access_key)
+        && let Err(e) = sigv4::verify(&credential, &secret, signed)
+    {
         return Reply::error(&e, rid);
     }
     if !shared.rate.admit() {

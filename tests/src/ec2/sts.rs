@@ -2,10 +2,11 @@
 //! role ARN and a token the scenario accepts; STS's own answer and error shapes, namespace
 //! `https://sts.amazonaws.com/doc/2011-06-15/`), the instance role's credentials IMDS serves,
 //! and the set of access keys EC2 requests may be signed with (the scenario's, or any, plus
-//! every key issued here). Knows nothing of HTTP or the model.
+//! every key issued here) with the secrets the emulator knows (the scenario's `secretKeys` and
+//! every key issued here), whose signatures are verified. Knows nothing of HTTP or the model.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::Mutex,
     time::{Duration, SystemTime},
 };
@@ -39,6 +40,8 @@ pub struct Issued {
 pub struct Keys {
     /// The scenario's keys; empty: any.
     pub configured: Vec<String>,
+    /// Access key → secret: the scenario's and every issued one (signatures verified).
+    secrets: Mutex<HashMap<String, String>>,
     issued: Mutex<HashSet<String>>,
     /// Credentials lifetime.
     pub lifetime: Mutex<Option<Duration>>,
@@ -47,11 +50,18 @@ pub struct Keys {
 impl Keys {
     /// The scenario's keys (empty: any).
     #[must_use]
-    pub fn new(configured: Vec<String>) -> Self {
+    pub fn new(configured: Vec<String>, secrets: HashMap<String, String>) -> Self {
         Self {
             configured,
+            secrets: Mutex::new(secrets),
             ..Self::default()
         }
+    }
+
+    /// The secret of `key`, when the emulator knows it (its signatures are then verified).
+    #[must_use]
+    pub fn secret(&self, key: &str) -> Option<String> {
+        lock(&self.secrets).get(key).cloned()
     }
 
     /// Whether EC2 accepts `key`.
@@ -59,6 +69,7 @@ impl Keys {
     pub fn accepted(&self, key: &str) -> bool {
         self.configured.is_empty()
             || self.configured.iter().any(|k| k == key)
+            || lock(&self.secrets).contains_key(key)
             || lock(&self.issued).contains(key)
     }
 
@@ -66,10 +77,12 @@ impl Keys {
     pub fn issue(&self) -> Issued {
         let lifetime = lock(&self.lifetime).unwrap_or(Duration::from_hours(1));
         let access_key = format!("ASIAWEFT{:012X}", fastrand::u64(..) & 0xffff_ffff_ffff);
+        let secret = format!("weft-secret-{:032x}", fastrand::u128(..));
         lock(&self.issued).insert(access_key.clone());
+        lock(&self.secrets).insert(access_key.clone(), secret.clone());
         Issued {
             access_key,
-            secret: format!("weft-secret-{:032x}", fastrand::u128(..)),
+            secret,
             session_token: format!("weft-session-{:048x}", fastrand::u128(..)),
             expiration: SystemTime::now() + lifetime,
         }
@@ -77,7 +90,11 @@ impl Keys {
 
     /// Stop accepting every issued key.
     pub fn revoke_issued(&self) {
-        lock(&self.issued).clear();
+        let issued: Vec<String> = lock(&self.issued).drain().collect();
+        let mut secrets = lock(&self.secrets);
+        for key in issued {
+            secrets.remove(&key);
+        }
     }
 }
 

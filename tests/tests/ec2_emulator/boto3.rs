@@ -2,7 +2,8 @@
 //! emulator (create an ENI with tags and a client token, attach, delete-on-termination, assign
 //! addresses and a /28, page through DescribeNetworkInterfaces, read subnets, instance types,
 //! security groups, route tables and Elastic IPs, an index conflict and a throttle parsed as
-//! error codes, STS web identity), so our XML is judged by a parser we did not write. boto3
+//! error codes, STS web identity; every request's SigV4 signature verified against botocore's
+//! signer, a wrong secret refused), so our XML is judged by a parser we did not write. boto3
 //! lives in the tools venv `cargo xtask setup` keeps; without it the test fails naming setup.
 
 use std::{path::Path, process::Command};
@@ -103,6 +104,13 @@ sts = boto3.client("sts", endpoint_url=url, region_name="us-east-1", config=cfg)
 creds = sts.assume_role_with_web_identity(RoleArn="arn:aws:iam::123456789012:role/weft", RoleSessionName="boto3",
                                           WebIdentityToken="boto3-jwt")["Credentials"]
 out["sts_key"] = creds["AccessKeyId"]
+as_role = boto3.client("ec2", endpoint_url=url, region_name="us-east-1", config=cfg,
+                       aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+                       aws_session_token=creds["SessionToken"])
+out["as_role_vpcs"] = len(as_role.describe_vpcs()["Vpcs"])
+forged = boto3.client("ec2", endpoint_url=url, region_name="us-east-1", config=cfg,
+                      aws_access_key_id="AKIDBOTO3", aws_secret_access_key="not-the-secret")
+out["forged"] = code(forged.describe_vpcs)
 out["sts_bad"] = code(sts.assume_role_with_web_identity, RoleArn="arn:aws:iam::123456789012:role/weft",
                       RoleSessionName="boto3", WebIdentityToken="forged")
 print(json.dumps(out, default=str))
@@ -114,7 +122,10 @@ fn boto3_drives_the_emulator_and_parses_every_answer() {
         Path::new(PYTHON).exists(),
         "{PYTHON} is missing: run `cargo xtask setup` (it keeps boto3 in the tools venv)"
     );
-    let s = Scenario::example().web_identity("arn:aws:iam::123456789012:role/weft", &["boto3-jwt"]);
+    let s = Scenario::example()
+        .web_identity("arn:aws:iam::123456789012:role/weft", &["boto3-jwt"])
+        .secret_key("AKIDBOTO3", "boto3-secret")
+        .access_keys(&["AKIDBOTO3"]);
     let e = Ec2Emulator::start(s);
     for _ in 0..6 {
         e.create_detached_eni(EXAMPLE_POD_SUBNET, Tags::new())
@@ -245,4 +256,10 @@ fn check_state(r: &Value, e: &Ec2Emulator) {
     assert_eq!(r["tags"][0]["ResourceType"], "network-interface");
     assert!(r["sts_key"].as_str().is_some_and(|k| k.starts_with("ASIA")));
     assert_eq!(r["sts_bad"][0], "InvalidIdentityToken");
+    assert_eq!(
+        r["as_role_vpcs"], 1,
+        "botocore's signature with STS credentials verifies"
+    );
+    assert_eq!(r["forged"][0], "SignatureDoesNotMatch");
+    assert_eq!(r["forged"][1], 403);
 }

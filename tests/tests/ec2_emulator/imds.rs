@@ -2,7 +2,7 @@
 //! a GET without one refused when the scenario requires v2 and served as IMDSv1 when not, the
 //! §3.5 paths for the scenario's instance, the instance role's credentials; STS
 //! `AssumeRoleWithWebIdentity` with its own answer and error shapes; keys issued by either
-//! accepted by EC2 when the scenario restricts keys.
+//! accepted by EC2 when the scenario restricts keys, their signatures verified.
 
 use serde_json::Value;
 use weft_tests::ec2::{EXAMPLE_INSTANCE, EXAMPLE_NODE_SUBNET, EXAMPLE_VPC, InstanceSpec, Scenario};
@@ -151,8 +151,11 @@ fn issued_credentials_are_accepted_by_ec2() {
     assert!(ok.text().contains("<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><AssumeRoleWithWebIdentityResult>"), "{}", ok.text());
     assert!(!ok.one("SessionToken").is_empty());
     assert!(ok.one("Expiration").ends_with('Z'));
+    // The key is accepted and, its secret being known, its signature checked (this client
+    // signs by shape only; boto3.rs signs for real with STS credentials).
     c.access_key = ok.one("AccessKeyId");
-    c.call("DescribeVpcs", &[]).expect(200);
+    c.call("DescribeVpcs", &[])
+        .expect_error(403, "SignatureDoesNotMatch");
 
     let role = c
         .get("/latest/meta-data/iam/security-credentials/", &[])
@@ -167,5 +170,8 @@ fn issued_credentials_are_accepted_by_ec2() {
     .expect("JSON");
     assert_eq!(creds["Code"], "Success");
     c.access_key = creds["AccessKeyId"].as_str().expect("a key").to_owned();
-    c.call("DescribeVpcs", &[]).expect(200);
+    c.call("DescribeVpcs", &[])
+        .expect_error(403, "SignatureDoesNotMatch");
+    c.access_key = "AKIDNOBODYKNOWS".to_owned();
+    c.call("DescribeVpcs", &[]).expect_error(401, "AuthFailure");
 }

@@ -180,7 +180,13 @@ impl Client {
         let mut all = vec![("Action", action), ("Version", "2016-11-15")];
         all.extend_from_slice(params);
         let auth = authorization(&self.access_key, &self.region);
-        self.form(&all, &[("authorization", auth)])
+        self.form(
+            &all,
+            &[
+                ("authorization", auth),
+                ("x-amz-date", "20260101T000000Z".to_owned()),
+            ],
+        )
     }
 
     /// A GET (IMDS).

@@ -205,6 +205,14 @@ impl Scenario {
         self
     }
 
+    /// Know the secret of `access_key`: its requests are accepted and their signatures verified.
+    #[must_use]
+    pub fn secret_key(mut self, access_key: &str, secret: &str) -> Self {
+        self.secret_keys
+            .insert(access_key.to_owned(), secret.to_owned());
+        self
+    }
+
     /// Accept web identity `tokens` for `role_arn` at STS.
     #[must_use]
     pub fn web_identity(mut self, role_arn: &str, tokens: &[&str]) -> Self {
