@@ -7,7 +7,7 @@
 use super::{
     error::Ec2Error,
     model::Model,
-    query::Params,
+    query::{Paging, Params},
     render,
     scenario::Tags,
     xml::{NAMESPACE, Xml},
@@ -365,7 +365,7 @@ pub fn instances(m: &Model, p: &Params, rid: &str) -> Result<String, Ec2Error> {
 }
 
 /// DescribeInstanceTypes (`InstanceType.N`, filter `instance-type`, pages with `MaxResults`
-/// 5–100).
+/// 5–100, and at the scenario's page size without it, as AWS pages at 100).
 pub fn instance_types(m: &Model, p: &Params, rid: &str) -> Result<String, Ec2Error> {
     let names = p.list("InstanceType");
     if let Some(n) = names.iter().find(|n| !m.types.contains_key(*n)) {
@@ -388,6 +388,10 @@ pub fn instance_types(m: &Model, p: &Params, rid: &str) -> Result<String, Ec2Err
             })
         })
         .collect();
+    let paging = Paging {
+        max_results: paging.max_results.or(Some(m.types_page)),
+        ..paging
+    };
     let (items, next) = paging.page("DescribeInstanceTypes", items, None)?;
     Ok(answer("DescribeInstanceTypes", rid, |x| {
         x.set("instanceTypeSet", items, render::instance_type);

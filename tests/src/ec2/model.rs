@@ -197,6 +197,8 @@ pub struct Model {
     pub unpaged_limit: Option<usize>,
     /// Most address slots on a detached ENI.
     pub unattached_limit: u32,
+    /// DescribeInstanceTypes' page without `MaxResults`.
+    pub types_page: u32,
     next_id: u64,
 }
 
@@ -237,6 +239,7 @@ impl Model {
             client_tokens: HashMap::new(),
             unpaged_limit: s.unpaged_limit,
             unattached_limit: s.unattached_ipv4_limit,
+            types_page: s.instance_types_page_size.max(1),
             next_id: 0x1_0000,
         };
         for sn in &s.subnets {

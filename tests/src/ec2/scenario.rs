@@ -118,6 +118,9 @@ pub struct Scenario {
     /// Requests per second above which EC2 answers `RequestLimitExceeded` (token bucket).
     #[serde(default)]
     pub rate_limit: Option<RateLimitSpec>,
+    /// DescribeInstanceTypes' page without `MaxResults` (AWS pages it at 100 even then).
+    #[serde(default = "default_types_page")]
+    pub instance_types_page_size: u32,
     /// Most addresses (primary and prefixes included) on an ENI not attached to an instance.
     #[serde(default = "default_unattached_limit")]
     pub unattached_ipv4_limit: u32,
@@ -274,6 +277,24 @@ pub struct InstanceSpec {
     pub security_groups: Vec<String>,
 }
 
+impl InstanceSpec {
+    /// A running instance of `instance_type` with its primary ENI in `subnet`, no tags.
+    #[must_use]
+    pub fn new(id: &str, instance_type: &str, subnet: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            instance_type: instance_type.to_owned(),
+            subnet: subnet.to_owned(),
+            tags: Tags::new(),
+            running: true,
+            primary_eni: None,
+            primary_ip: None,
+            secondary_ips: 0,
+            security_groups: Vec::new(),
+        }
+    }
+}
+
 /// An Elastic IP.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -355,6 +376,9 @@ fn default_region() -> String {
 }
 fn default_account() -> String {
     "123456789012".to_owned()
+}
+fn default_types_page() -> u32 {
+    100
 }
 fn default_unattached_limit() -> u32 {
     50

@@ -98,17 +98,11 @@ fn metadata_paths_describe_the_instance_as_it_is() {
         &[("x-aws-ec2-metadata-token", t.clone())],
     )
     .expect(404);
-    e.add_instance(&InstanceSpec {
-        id: "i-0b000000000000009".to_owned(),
-        instance_type: "m4.large".to_owned(),
-        subnet: EXAMPLE_NODE_SUBNET.to_owned(),
-        tags: weft_tests::ec2::Tags::new(),
-        running: true,
-        primary_eni: None,
-        primary_ip: None,
-        secondary_ips: 0,
-        security_groups: Vec::new(),
-    })
+    e.add_instance(&InstanceSpec::new(
+        "i-0b000000000000009",
+        "m4.large",
+        EXAMPLE_NODE_SUBNET,
+    ))
     .expect("room for an instance");
     e.set_imds_instance("i-0b000000000000009");
     assert_eq!(get(&c, "/latest/meta-data/instance-type", &t), "m4.large");

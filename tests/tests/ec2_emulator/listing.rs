@@ -316,3 +316,25 @@ fn instance_types_tags_and_security_groups_list_what_cilium_reads() {
         for_vpc.text()
     );
 }
+
+#[test]
+fn instance_types_page_even_without_max_results_as_aws_does() {
+    let mut s = Scenario::example();
+    s.instance_types_page_size = 2;
+    let (_e, c) = start_with(s);
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..10 {
+        let params: Vec<(&str, &str)> = token.iter().map(|t| ("NextToken", t.as_str())).collect();
+        let page = c.call("DescribeInstanceTypes", &params).expect(200);
+        let names = page.all("instanceType");
+        assert!(names.len() <= 2, "{names:?}");
+        seen.extend(names);
+        token = page.all("nextToken").into_iter().next();
+        if token.is_none() {
+            break;
+        }
+    }
+    assert!(token.is_none(), "paging ended");
+    assert_eq!(seen.len(), 6, "the whole catalogue: {seen:?}");
+}

@@ -120,15 +120,8 @@ impl Scenario {
     #[must_use]
     pub fn instance(mut self, id: &str, instance_type: &str, subnet: &str, tags: Tags) -> Self {
         self.instances.push(InstanceSpec {
-            id: id.to_owned(),
-            instance_type: instance_type.to_owned(),
-            subnet: subnet.to_owned(),
             tags,
-            running: true,
-            primary_eni: None,
-            primary_ip: None,
-            secondary_ips: 0,
-            security_groups: Vec::new(),
+            ..InstanceSpec::new(id, instance_type, subnet)
         });
         self
     }
@@ -237,4 +230,21 @@ pub const EXAMPLE_INSTANCE: &str = "i-0a000000000000001";
 
 fn net(cidr: &str) -> Ipv4Net {
     cidr.parse().unwrap_or_else(|e| panic!("{cidr}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_round_trips_through_yaml_for_the_program() {
+        let example = Scenario::example().imds(EXAMPLE_INSTANCE, true);
+        let yaml = serde_norway::to_string(&example).expect("serializes");
+        let back = Scenario::from_yaml(&yaml).expect("parses");
+        assert_eq!(
+            serde_json::to_value(&back).ok(),
+            serde_json::to_value(&example).ok()
+        );
+        crate::ec2::model::Model::new(&back).expect("a consistent estate");
+    }
 }
