@@ -269,6 +269,12 @@ impl Ec2Emulator {
         *lock(&self.shared.imds.instance) = Some(instance.to_owned());
     }
 
+    /// Answer IMDSv2 token requests with `status` (403, 404, 405: clients fall back to IMDSv1);
+    /// `None`: hand out tokens again.
+    pub fn refuse_imds_tokens(&self, status: Option<u16>) {
+        *lock(&self.shared.imds.refuse_tokens) = status;
+    }
+
     /// Invalidate every IMDS token handed out.
     pub fn revoke_imds_tokens(&self) {
         self.shared.imds.revoke_tokens();

@@ -57,6 +57,8 @@ pub struct Imds {
     pub require_token: Mutex<bool>,
     /// The instance role.
     pub role: Option<String>,
+    /// Answer token PUTs with this status instead (an IMDS that refuses IMDSv2).
+    pub refuse_tokens: Mutex<Option<u16>>,
     tokens: Mutex<HashMap<String, Instant>>,
 }
 
@@ -68,6 +70,7 @@ impl Imds {
             instance: Mutex::new(instance),
             require_token: Mutex::new(require_token),
             role,
+            refuse_tokens: Mutex::default(),
             tokens: Mutex::default(),
         }
     }
@@ -76,6 +79,9 @@ impl Imds {
     pub fn token(&self, method: &str, ttl: Option<&str>) -> ImdsReply {
         if method != "PUT" {
             return reply(405, "Method Not Allowed");
+        }
+        if let Some(status) = *lock(&self.refuse_tokens) {
+            return reply(status, "Forbidden");
         }
         let Some(ttl) = ttl
             .and_then(|t| t.parse::<u64>().ok())

@@ -55,6 +55,15 @@ fn imdsv2_tokens_are_required_when_the_scenario_says_so() {
         &[("x-aws-ec2-metadata-token", t)],
     )
     .expect(401);
+    e.refuse_imds_tokens(Some(403));
+    c.send(
+        "PUT",
+        "/latest/api/token",
+        &[("x-aws-ec2-metadata-token-ttl-seconds", "300".to_owned())],
+        bytes::Bytes::new(),
+    )
+    .expect(403);
+    e.refuse_imds_tokens(None);
     e.set_imds_require_token(false);
     assert_eq!(
         c.get("/latest/meta-data/instance-id", &[])
