@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod containerd;
 pub mod crds;
 pub mod docs;
+pub mod ec2;
 pub mod emulator;
 pub mod external;
 pub mod frames;

@@ -62,9 +62,12 @@ const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
 /// Go toolchain are needed; rendering runs offline.
 const HELM_PYTHON_SDK_VERSION: &str = "0.2.2";
 
-/// The moto release the EC2 tests use as a second, independent EC2 (its server, and boto3 for
-/// the fixtures: `moto[server]` brings both).
+/// The moto release the EC2 tests use as a second, independent EC2.
 const MOTO_VERSION: &str = "5.2.5";
+
+/// The boto3 release (moto's client, and the judge of the EC2 emulator's XML in
+/// tests/tests/ec2_emulator/boto3.rs: botocore's own serializer and parser).
+const BOTO3_VERSION: &str = "1.44.8";
 
 /// The bpf-linker release line the eBPF build is known to work with.
 const BPF_LINKER_VERSION: &str = "^0.13";
@@ -329,33 +332,35 @@ fn helm_python_sdk() -> Result<()> {
     )
 }
 
-/// `moto[server]` at [`MOTO_VERSION`] in [`TOOLS_VENV`] (after [`kubernetes_validate`],
-/// which creates the venv): `<venv>/bin/moto_server`, and boto3 with it.
+/// `moto[server]` at [`MOTO_VERSION`] and boto3 at [`BOTO3_VERSION`] in [`TOOLS_VENV`] (after
+/// [`kubernetes_validate`], which creates the venv): `<venv>/bin/moto_server`.
 fn moto() -> Result<()> {
     let venv = Path::new(TOOLS_VENV);
     let python = venv.join("bin").join("python3");
     let installed = output(Command::new(&python).args([
         "-c",
-        "import importlib.metadata as m, boto3, flask; print(m.version('moto'))",
+        "import importlib.metadata as m, flask; print(m.version('moto'), m.version('boto3'))",
     ]))
     .ok();
-    if installed.as_deref().map(str::trim) == Some(MOTO_VERSION) {
-        println!("ok: moto[server] {MOTO_VERSION} ({TOOLS_VENV})");
+    let wanted = format!("{MOTO_VERSION} {BOTO3_VERSION}");
+    if installed.as_deref().map(str::trim) == Some(wanted.as_str()) {
+        println!("ok: moto[server] {MOTO_VERSION}, boto3 {BOTO3_VERSION} ({TOOLS_VENV})");
         return Ok(());
     }
     if !run::is_root()? {
         bail!(
-            "moto[server] {MOTO_VERSION} is missing from {TOOLS_VENV} and installing it needs \
-             root: run `cargo xtask setup` as root"
+            "moto[server] {MOTO_VERSION} or boto3 {BOTO3_VERSION} is missing from {TOOLS_VENV} and \
+             installing them needs root: run `cargo xtask setup` as root"
         );
     }
     install(
-        &format!("moto[server] {MOTO_VERSION}"),
+        &format!("moto[server] {MOTO_VERSION}, boto3 {BOTO3_VERSION}"),
         Command::new(venv.join("bin").join("pip")).args([
             "install",
             "--quiet",
             "--disable-pip-version-check",
             &format!("moto[server]=={MOTO_VERSION}"),
+            &format!("boto3=={BOTO3_VERSION}"),
         ]),
     )
 }
