@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, future::Future, net::IpAddr};
 use ipnet::IpNet;
 use weft_k8s::crd::eni::Eni;
 
-use super::instances::Inventory;
+use super::instances::{Inventory, NetworkState};
 
 /// What the allocator needs to know of an EC2 error.
 pub trait Classify {
@@ -69,8 +69,12 @@ pub trait Ec2Ops: Inventory<Error: Classify> {
     fn assign_ipv6_prefix(&self, eni: &str)
     -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// `CreateNetworkInterface`: the ENI as EC2 answers it (its addresses, the primary among
-    /// them).
-    fn create(&self, eni: &NewEni) -> impl Future<Output = Result<Eni, Self::Error>> + Send;
+    /// them; its subnet and VPC CIDRs from `network`).
+    fn create(
+        &self,
+        eni: &NewEni,
+        network: &NetworkState,
+    ) -> impl Future<Output = Result<Eni, Self::Error>> + Send;
     /// `AttachNetworkInterface` at `index`; the attachment ID.
     fn attach(
         &self,

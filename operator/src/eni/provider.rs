@@ -190,7 +190,7 @@ impl<C: Ec2Ops> EniProvider<C> {
         to_allocate: u64,
     ) -> Result<u64, EniError<C::Error>> {
         let instance = node.instance_id;
-        let (new, index, size) = self.with_node(node, |view, cache| {
+        let (new, index, size, network) = self.with_node(node, |view, cache| {
             let limits = view.limits.ok_or_else(|| InterfacesError::UnknownLimits {
                 instance_type: node.spec.instance_type.clone(),
             })?;
@@ -219,10 +219,10 @@ impl<C: Ec2Ops> EniProvider<C> {
                 ipv6_prefix: false,
                 client_token: format!("{instance}-{index}-{}", view.enis.len()),
             };
-            Ok::<_, EniError<C::Error>>((new, index, size))
+            Ok::<_, EniError<C::Error>>((new, index, size, cache.network.clone()))
         })??;
         let ops = &self.instances.inventory;
-        let created = match ops.create(&new).await {
+        let created = match ops.create(&new, &network).await {
             Err(e) if e.is_prefix_capacity() && matches!(new.size, Size::Prefixes(_)) => {
                 warn!(%instance, subnet = %new.subnet, error = %e,
                     "the subnet has no free /28 for a new ENI; creating it with addresses");
@@ -231,7 +231,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                     client_token: format!("{}-addresses", new.client_token),
                     ..new.clone()
                 };
-                ops.create(&fallback).await
+                ops.create(&fallback, &network).await
             }
             other => other,
         }

@@ -209,7 +209,7 @@ impl Ec2Ops for Fake {
             .push(format!("assign_ipv6 {eni}"));
         Ok(())
     }
-    async fn create(&self, new: &NewEni) -> Result<Eni, FakeError> {
+    async fn create(&self, new: &NewEni, _: &NetworkState) -> Result<Eni, FakeError> {
         let mut ec2 = self.0.lock().unwrap();
         ec2.calls.push(format!(
             "create {} {:?} {:?}",
