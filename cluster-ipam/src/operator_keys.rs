@@ -17,11 +17,13 @@ pub enum IpamMode {
     MultiPool,
     /// Addresses on the nodes' Azure NICs (`spec.ipam.pool`), through Azure Resource Manager.
     Azure,
+    /// Addresses on the nodes' AWS ENIs (`status.eni.enis`), through the EC2 API.
+    Eni,
 }
 
 impl IpamMode {
     /// Every mode.
-    pub const ALL: [Self; 3] = [Self::ClusterPool, Self::MultiPool, Self::Azure];
+    pub const ALL: [Self; 4] = [Self::ClusterPool, Self::MultiPool, Self::Azure, Self::Eni];
 
     /// The mode's value of the `ipam` key.
     #[must_use]
@@ -30,6 +32,7 @@ impl IpamMode {
             Self::ClusterPool => "cluster-pool",
             Self::MultiPool => "multi-pool",
             Self::Azure => "azure",
+            Self::Eni => "eni",
         }
     }
 }
@@ -78,6 +81,12 @@ const CIDR_LIST: Flag = Flag::List {
 };
 
 const AZURE: Modes = Modes::Only(&[IpamMode::Azure]);
+const ENI: Modes = Modes::Only(&[IpamMode::Eni]);
+const CLOUD: Modes = Modes::Only(&[IpamMode::Azure, IpamMode::Eni]);
+/// A map: `k1=v1,k2=v2` (the flag may be repeated).
+const MAP: Flag = Flag::List {
+    delimiter: Some(','),
+};
 const CLUSTER_POOL: Modes = Modes::Only(&[IpamMode::ClusterPool]);
 const MULTI_POOL: &[IpamMode] = &[IpamMode::MultiPool];
 
@@ -88,7 +97,7 @@ pub const IPAM: KeyDoc = op(
     "ipam",
     Value("cluster-pool"),
     Modes::All,
-    "IPAM mode: cluster-pool, multi-pool or azure",
+    "IPAM mode: cluster-pool, multi-pool, azure or eni",
 )
 .flag(VALUE);
 
@@ -347,7 +356,7 @@ pub const AZURE_RELEASE_EXCESS_IPS: KeyDoc = weft(
 pub const LIMIT_IPAM_API_QPS: KeyDoc = op(
     "limit-ipam-api-qps",
     Value("4.0"),
-    AZURE,
+    CLOUD,
     "cloud API requests per second",
 )
 .flag(VALUE);
@@ -356,7 +365,7 @@ pub const LIMIT_IPAM_API_QPS: KeyDoc = op(
 pub const LIMIT_IPAM_API_BURST: KeyDoc = op(
     "limit-ipam-api-burst",
     Value("20"),
-    AZURE,
+    CLOUD,
     "cloud API requests allowed in a burst",
 )
 .flag(VALUE);
@@ -365,8 +374,111 @@ pub const LIMIT_IPAM_API_BURST: KeyDoc = op(
 pub const PARALLEL_ALLOC_WORKERS: KeyDoc = op(
     "parallel-alloc-workers",
     Value("50"),
-    AZURE,
+    CLOUD,
     "nodes resolved at once",
+)
+.flag(VALUE);
+
+/// `aws-release-excess-ips`.
+pub const AWS_RELEASE_EXCESS_IPS: KeyDoc = op(
+    "aws-release-excess-ips",
+    Value("false"),
+    ENI,
+    "release addresses beyond a node's watermarks (a 1.19 agent's handshake)",
+)
+.flag(SWITCH);
+
+/// `aws-enable-prefix-delegation`.
+pub const AWS_ENABLE_PREFIX_DELEGATION: KeyDoc = op(
+    "aws-enable-prefix-delegation",
+    Value("false"),
+    ENI,
+    "allocate /28 prefixes on Nitro and bare-metal instances (falling back to addresses when a subnet has no free /28)",
+)
+.flag(SWITCH);
+
+/// `eni-tags`.
+pub const ENI_TAGS: KeyDoc = op(
+    "eni-tags",
+    Empty("none"),
+    ENI,
+    "tags of every ENI the operator creates (k1=v1,k2=v2)",
+)
+.flag(MAP);
+
+/// `ec2-api-endpoint`.
+pub const EC2_API_ENDPOINT: KeyDoc = weft(
+    "ec2-api-endpoint",
+    Empty("`ec2.<region>.amazonaws.com`"),
+    ENI,
+    "a host, always over https",
+    "the EC2 API at another place: a URL (`http://` allowed, for an emulator or moto) or a host (https)",
+)
+.flag(VALUE);
+
+/// `aws-max-results-per-call`.
+pub const AWS_MAX_RESULTS_PER_CALL: KeyDoc = op(
+    "aws-max-results-per-call",
+    Value("0"),
+    ENI,
+    "`MaxResults` of EC2 listings (0: none, until EC2 asks for paging; then 1000)",
+)
+.flag(VALUE);
+
+/// `subnet-ids-filter`.
+pub const SUBNET_IDS_FILTER: KeyDoc = op(
+    "subnet-ids-filter",
+    Empty("none"),
+    ENI,
+    "read only these subnets (list)",
+)
+.flag(CIDR_LIST);
+
+/// `subnet-tags-filter`.
+pub const SUBNET_TAGS_FILTER: KeyDoc = op(
+    "subnet-tags-filter",
+    Empty("none"),
+    ENI,
+    "read only subnets with these tags (k1=v1,k2=v2)",
+)
+.flag(MAP);
+
+/// `instance-tags-filter`.
+pub const INSTANCE_TAGS_FILTER: KeyDoc = op(
+    "instance-tags-filter",
+    Empty("none"),
+    ENI,
+    "read only the ENIs of instances with these tags (k1=v1,k2=v2)",
+)
+.flag(MAP);
+
+/// `aws-region`.
+pub const AWS_REGION: KeyDoc = weft(
+    "aws-region",
+    Empty("`AWS_REGION`, `AWS_DEFAULT_REGION`, else IMDS"),
+    ENI,
+    "always from IMDS",
+    "the EC2 region",
+)
+.flag(VALUE);
+
+/// `aws-vpc-id`.
+pub const AWS_VPC_ID: KeyDoc = weft(
+    "aws-vpc-id",
+    Empty("the operator's own VPC, from IMDS (none: every VPC)"),
+    ENI,
+    "always from IMDS",
+    "the VPC whose subnets, route tables and security groups are read",
+)
+.flag(VALUE);
+
+/// `aws-imds-endpoint`.
+pub const AWS_IMDS_ENDPOINT: KeyDoc = weft(
+    "aws-imds-endpoint",
+    Value(DEFAULT_IMDS_ENDPOINT),
+    ENI,
+    "none",
+    "the instance metadata service at another URL",
 )
 .flag(VALUE);
 
@@ -398,7 +510,7 @@ pub const LOG_FORMAT: KeyDoc = op(
 .flag(Flag::None);
 
 /// Every setting of `weft-operator`, in the order of the documentation.
-pub const KEYS: [KeyDoc; 34] = [
+pub const KEYS: [KeyDoc; 45] = [
     IPAM,
     CLUSTER_POOL_IPV4_CIDR,
     CLUSTER_POOL_IPV4_MASK_SIZE,
@@ -430,6 +542,17 @@ pub const KEYS: [KeyDoc; 34] = [
     LIMIT_IPAM_API_QPS,
     LIMIT_IPAM_API_BURST,
     PARALLEL_ALLOC_WORKERS,
+    AWS_RELEASE_EXCESS_IPS,
+    AWS_ENABLE_PREFIX_DELEGATION,
+    ENI_TAGS,
+    EC2_API_ENDPOINT,
+    AWS_MAX_RESULTS_PER_CALL,
+    SUBNET_IDS_FILTER,
+    SUBNET_TAGS_FILTER,
+    INSTANCE_TAGS_FILTER,
+    AWS_REGION,
+    AWS_VPC_ID,
+    AWS_IMDS_ENDPOINT,
     DEBUG,
     LOG_LEVEL,
     LOG_FORMAT,

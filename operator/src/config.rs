@@ -50,8 +50,8 @@ pub enum ConfigError {
     },
     /// The IPAM mode is not one the operator serves.
     #[error(
-        "{key}: {value:?} is not served by weft-operator; use cluster-pool, multi-pool or azure \
-         (other modes need no operator or come later)"
+        "{key}: {value:?} is not served by weft-operator; use cluster-pool, multi-pool, azure or \
+         eni (other modes need no operator or come later)"
     )]
     Mode {
         /// The key (`ipam`).
@@ -153,6 +153,8 @@ pub struct OperatorConfig {
     pub azure: AzureConfig,
     /// The settings of every cloud provider (read in every mode, used in the cloud modes).
     pub cloud: CloudConfig,
+    /// The AWS ENI settings (read in every mode, used in `eni`).
+    pub eni: EniConfig,
     /// `identity-gc-interval`, `identity-heartbeat-timeout`, `identity-gc-rate-*`.
     pub identity_gc: crate::identitygc::Settings,
 }
@@ -180,6 +182,7 @@ impl Default for OperatorConfig {
             lease_namespace: "kube-system".to_owned(),
             nodes_gc_interval: Duration::from_mins(5),
             azure: AzureConfig::default(),
+            eni: EniConfig::default(),
             cloud: CloudConfig::default(),
             identity_gc: crate::identitygc::Settings::default(),
         }
@@ -292,10 +295,12 @@ pub mod auto_create;
 mod azure;
 mod bind;
 mod cloud;
+mod eni;
 #[cfg(test)]
 mod tests;
 
 pub use self::{
     azure::{AzureConfig, DEFAULT_IMDS_ENDPOINT},
     cloud::CloudConfig,
+    eni::EniConfig,
 };

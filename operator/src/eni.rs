@@ -12,6 +12,7 @@
 //! - [`limits`]: the instance-type limits and the formulas built on them (pure).
 //! - [`ops`]: the EC2 changes in the allocator's terms, and how their errors are told apart.
 //! - [`provider`]: the [`crate::cloud::CloudProvider`] that executes the decisions over EC2.
+//! - [`setup`]: region, VPC, credentials and the client at start.
 //! - [`vpc`]: subnets, route tables, security groups, and the choices for a new ENI (pure).
 
 pub mod api;
@@ -23,4 +24,5 @@ pub mod interfaces;
 pub mod limits;
 pub mod ops;
 pub mod provider;
+pub mod setup;
 pub mod vpc;

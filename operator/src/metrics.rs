@@ -72,6 +72,8 @@ pub struct Metrics {
     pub cloud: CloudMetrics,
     /// The ARM calls.
     pub azure: crate::azure::api::ApiMetrics,
+    /// The EC2 calls.
+    pub ec2: crate::eni::api::Ec2Metrics,
     /// The names `/metrics` serves (`--metrics-naming`).
     pub naming: Naming,
     /// The CiliumIdentity garbage collector.
@@ -137,6 +139,7 @@ impl Metrics {
         self.kube.register(&mut registry);
         self.cloud.register(&mut registry);
         self.azure.register(&mut registry);
+        self.ec2.register(&mut registry);
         registry.register_collector(Box::new(weft_k8s::process_metrics::ProcessCollector));
         self.identity_gc.register(&mut registry);
         registry

@@ -72,6 +72,17 @@ impl Given<'_> {
             .collect()
     }
 
+    /// A map: `k1=v1,k2=v2` (every value of a repeated flag).
+    fn map(&self) -> Result<std::collections::BTreeMap<String, String>, ConfigError> {
+        self.list()
+            .into_iter()
+            .map(|pair| match pair.split_once('=') {
+                Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+                _ => Err(self.bad(pair, "key=value pairs separated by commas (k1=v1,k2=v2)")),
+            })
+            .collect()
+    }
+
     fn cidrs(&self) -> Result<Vec<IpNet>, ConfigError> {
         self.list()
             .into_iter()
@@ -250,7 +261,10 @@ pub const BINDINGS: [Binding; keys::KEYS.len()] = [
         Ok(())
     }),
     bind(&keys::AZURE_RELEASE_EXCESS_IPS, |c, v| {
-        c.cloud.release_excess_ips = v.bool()?;
+        let release = v.bool()?;
+        if c.ipam == IpamMode::Azure {
+            c.cloud.release_excess_ips = release;
+        }
         Ok(())
     }),
     bind(&keys::LIMIT_IPAM_API_QPS, |c, v| {
@@ -278,6 +292,53 @@ pub const BINDINGS: [Binding; keys::KEYS.len()] = [
     bind(&keys::PARALLEL_ALLOC_WORKERS, |c, v| {
         let workers: i64 = v.number()?;
         c.cloud.parallel_alloc_workers = usize::try_from(workers.max(1)).unwrap_or(1);
+        Ok(())
+    }),
+    bind(&keys::AWS_RELEASE_EXCESS_IPS, |c, v| {
+        let release = v.bool()?;
+        if c.ipam == IpamMode::Eni {
+            c.cloud.release_excess_ips = release;
+        }
+        Ok(())
+    }),
+    bind(&keys::AWS_ENABLE_PREFIX_DELEGATION, |c, v| {
+        c.eni.prefix_delegation = v.bool()?;
+        Ok(())
+    }),
+    bind(&keys::ENI_TAGS, |c, v| {
+        c.eni.eni_tags = v.map()?;
+        Ok(())
+    }),
+    bind(&keys::EC2_API_ENDPOINT, |c, v| {
+        c.eni.ec2_api_endpoint = v.one();
+        Ok(())
+    }),
+    bind(&keys::AWS_MAX_RESULTS_PER_CALL, |c, v| {
+        c.eni.max_results_per_call = v.number()?;
+        Ok(())
+    }),
+    bind(&keys::SUBNET_IDS_FILTER, |c, v| {
+        c.eni.subnet_ids_filter = v.list();
+        Ok(())
+    }),
+    bind(&keys::SUBNET_TAGS_FILTER, |c, v| {
+        c.eni.subnet_tags_filter = v.map()?;
+        Ok(())
+    }),
+    bind(&keys::INSTANCE_TAGS_FILTER, |c, v| {
+        c.eni.instance_tags_filter = v.map()?;
+        Ok(())
+    }),
+    bind(&keys::AWS_REGION, |c, v| {
+        c.eni.region = v.one();
+        Ok(())
+    }),
+    bind(&keys::AWS_VPC_ID, |c, v| {
+        c.eni.vpc_id = v.one();
+        Ok(())
+    }),
+    bind(&keys::AWS_IMDS_ENDPOINT, |c, v| {
+        c.eni.imds_endpoint = v.one();
         Ok(())
     }),
     bind(&keys::DEBUG, IN_TELEMETRY),

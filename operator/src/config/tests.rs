@@ -72,7 +72,12 @@ fn bad_values_name_the_key() {
             vec![("cluster-pool-ipv4-cidr", "10.0.0.0/33")],
             "cluster-pool-ipv4-cidr: \"10.0.0.0/33\"",
         ),
-        (vec!["--ipam", "eni"], vec![], "ipam: \"eni\" is not served"),
+        (vec!["--ipam", "crd"], vec![], "ipam: \"crd\" is not served"),
+        (
+            vec!["--ipam", "eni", "--eni-tags", "team"],
+            vec![],
+            "eni-tags: \"team\" is not key=value pairs",
+        ),
         (
             vec!["--leader-election-renew-deadline", "20s"],
             vec![],
@@ -270,6 +275,8 @@ fn the_generic_cloud_knobs_are_in_the_cloud_section() {
             "2.5",
             "--parallel-alloc-workers",
             "0",
+            "--ipam",
+            "azure",
             "--azure-release-excess-ips",
         ],
         &[("limit-ipam-api-burst", "7")],

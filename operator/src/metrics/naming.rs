@@ -5,7 +5,7 @@
 //! operations carry Cilium's `type`/`status`/`subnet_id` values. Cilium's two operation
 //! counters have no `_total`, and keep none here. Not here, so kept under weft's name: the
 //! blocks per pool, the CiliumNode writes, the lease, the Kubernetes API durations and the Azure
-//! retries (Cilium has no metric of that meaning).
+//! and EC2 retries (Cilium has no metric of that meaning).
 
 use weft_k8s::metrics_naming::Rule;
 
@@ -90,6 +90,16 @@ pub const RULES: &[Rule] = &[
         "weft_operator_azure_api_rate_limit_duration_seconds",
         "cilium_operator_azure_api_rate_limit_duration_seconds",
         "Time Azure API calls waited on the client-side rate limit, by operation",
+    ),
+    Rule::same(
+        "weft_operator_ec2_api_duration_seconds",
+        "cilium_operator_ec2_api_duration_seconds",
+        "Duration of EC2 API calls (retries included), by operation and response code",
+    ),
+    Rule::same(
+        "weft_operator_ec2_api_rate_limit_duration_seconds",
+        "cilium_operator_ec2_api_rate_limit_duration_seconds",
+        "Time EC2 API calls waited on the client-side rate limit, by operation",
     ),
     Rule::same(
         "weft_operator_process_cpu_seconds",

@@ -56,6 +56,13 @@ impl Plan {
                     crate::azure::setup::provider(&azure, &limits, &metrics).await
                 }));
             }
+            IpamMode::Eni => {
+                let (eni, limits) = (config.eni.clone(), config.cloud.clone());
+                return Ok(cloud(move |metrics| async move {
+                    let env = |key: &str| std::env::var(key).ok();
+                    crate::eni::setup::provider(&eni, &limits, &metrics, env).await
+                }));
+            }
         };
         Ok(Self::Blocks(Arc::new(Mutex::new(NodeManager::new(
             allocator,

@@ -259,11 +259,7 @@ pub(crate) fn assert_serves_the_agents(data: &BTreeMap<String, String>, what: &s
     let agent =
         AgentConfig::resolve([data]).unwrap_or_else(|e| panic!("the agent rejects {what}: {e}"));
     let config = resolve(data).unwrap_or_else(|e| panic!("weft-operator rejects {what}: {e}"));
-    let mode = match config.ipam {
-        IpamMode::ClusterPool => "cluster-pool",
-        IpamMode::MultiPool => "multi-pool",
-        IpamMode::Azure => "azure",
-    };
+    let mode = config.ipam.as_str();
     assert_eq!(
         mode,
         agent.ipam.to_string(),
@@ -312,7 +308,7 @@ pub(crate) fn assert_serves_the_agents(data: &BTreeMap<String, String>, what: &s
             );
         }
         // Azure needs no pool: the addresses come from the nodes' NICs.
-        IpamMode::Azure => {}
+        IpamMode::Azure | IpamMode::Eni => {}
     }
 }
 
