@@ -2,11 +2,13 @@
 //! so its own kube-rs client is what runs): cluster-pool and multi-pool allocation, restarts,
 //! conflicts, node lifecycle, runtime configuration changes, leader election and faults, a
 //! rejected token, a missing permission and an unreachable API server, its logging flags, the
-//! CiliumIdentity garbage collection, and Azure IPAM against the ARM emulator. The
+//! CiliumIdentity garbage collection, Azure IPAM against the ARM emulator, and ENI IPAM
+//! against the EC2 emulator. The
 //! scenarios with agents and pods are in `kube_agent`.
 
 mod azure;
 mod cluster_pool;
+mod eni;
 mod faults;
 mod ha;
 mod identity_gc;

@@ -1,0 +1,148 @@
+//! `weft-operator --ipam eni` against the EC2 + IMDS emulator and the Kubernetes API emulator:
+//! a CiliumNode as Cilium's ENI agent seeds it (instance, type, VPC, zone, node subnet,
+//! `first-interface-index: 1`, the security groups by tag) is filled to `pre-allocate` through a new ENI attached at
+//! index 1, with `status.eni.enis` equal to what EC2 holds and the ENI's primary address never
+//! handed out; and a leaked ENI is not created twice.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use serde_json::{Value, json};
+use weft_tests::{
+    ec2::{EXAMPLE_INSTANCE, EXAMPLE_NODE_SUBNET, EXAMPLE_VPC, Ec2Emulator, Scenario},
+    operator::Operator,
+};
+
+use super::{Cluster, wait_for};
+
+/// The access key the emulator accepts (its signatures verified with the secret).
+const ACCESS_KEY: &str = "AKIDWEFTTEST";
+const SECRET_KEY: &str = "weft-test-secret";
+
+struct Aws {
+    ec2: Ec2Emulator,
+    cluster: Cluster,
+}
+
+impl Aws {
+    fn start() -> Self {
+        let mut scenario = Scenario::example();
+        scenario.access_keys = vec![ACCESS_KEY.to_owned()];
+        scenario
+            .secret_keys
+            .insert(ACCESS_KEY.to_owned(), SECRET_KEY.to_owned());
+        Self {
+            ec2: Ec2Emulator::start(scenario),
+            cluster: Cluster::start(),
+        }
+    }
+
+    fn operator(&self, extra: &[&str]) -> Operator {
+        let url = self.ec2.url();
+        let mut flags = vec![
+            "--ipam=eni",
+            "--leader-election=false",
+            "--ec2-api-endpoint",
+            &url,
+            "--aws-imds-endpoint",
+            &url,
+            "--aws-region",
+            "us-east-1",
+            "--aws-vpc-id",
+            EXAMPLE_VPC,
+        ];
+        flags.extend_from_slice(extra);
+        let mut op = Operator::new(&self.cluster.kubeconfig, &flags);
+        op.env = vec![
+            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
+        ];
+        op.spawn();
+        op.wait_log("--operator-prometheus-serve-addr", Duration::from_secs(20));
+        op
+    }
+
+    /// A Node and its CiliumNode as Cilium's ENI agent seeds them.
+    fn add_node(&self, name: &str) {
+        self.cluster.emu.put(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name},
+            "spec": {"providerID": format!("aws:///us-east-1a/{EXAMPLE_INSTANCE}")},
+        }));
+        self.cluster.emu.put(json!({
+            "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+            "metadata": {"name": name},
+            "spec": {
+                "instance-id": EXAMPLE_INSTANCE,
+                "eni": {
+                    "instance-type": "m5.large", "vpc-id": EXAMPLE_VPC,
+                    "availability-zone": "us-east-1a", "node-subnet-id": EXAMPLE_NODE_SUBNET,
+                    "first-interface-index": 1,
+                    "security-group-tags": {"weft": "nodes"},
+                },
+                "ipam": {},
+            },
+        }));
+    }
+
+    fn node(&self, name: &str) -> Value {
+        self.cluster.cilium_node(name).unwrap_or(Value::Null)
+    }
+}
+
+fn pool(node: &Value) -> BTreeSet<String> {
+    node["spec"]["ipam"]["pool"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_node_fills_to_pre_allocate_through_a_new_eni_at_the_first_interface_index() {
+    let aws = Aws::start();
+    aws.add_node("node-a");
+    let op = aws.operator(&[]);
+    wait_for(
+        "node-a's pool to hold 8 addresses",
+        Duration::from_secs(60),
+        || {
+            let node = aws.node("node-a");
+            (pool(&node).len() == 8)
+                .then_some(())
+                .ok_or_else(|| format!("{node}\n--- operator ---\n{}", op.log()))
+        },
+    );
+    let enis = aws.ec2.instance_enis(EXAMPLE_INSTANCE);
+    assert_eq!(enis.len(), 2, "the primary ENI and one new one: {enis:?}");
+    let new = enis
+        .iter()
+        .find(|e| e.attachment.as_ref().is_some_and(|a| a.device_index == 1))
+        .expect("an ENI at device index 1");
+    assert!(
+        new.attachment
+            .as_ref()
+            .is_some_and(|a| a.delete_on_termination),
+        "marked delete-on-termination"
+    );
+    assert_eq!(new.description, format!("Cilium-CNI ({EXAMPLE_INSTANCE})"));
+    let secondaries: BTreeSet<String> = new.ips.iter().skip(1).map(ToString::to_string).collect();
+    let node = aws.node("node-a");
+    assert_eq!(
+        pool(&node),
+        secondaries,
+        "the pool is the new ENI's secondaries"
+    );
+    let shown = &node["status"]["eni"]["enis"][&new.id];
+    assert_eq!(shown["number"], 1, "{node}");
+    assert_eq!(shown["ip"], new.ips[0].to_string());
+    assert_eq!(
+        shown["addresses"].as_array().map(Vec::len),
+        Some(8),
+        "the primary is the ENI's ip only: {shown}"
+    );
+    assert_eq!(node["spec"]["ipam"]["pre-allocate"], 8, "written back");
+    assert!(
+        node["status"]["eni"]["enis"].as_object().map(|e| e.len()) == Some(2),
+        "every ENI of the instance is shown, the excluded one too: {node}"
+    );
+    assert_eq!(aws.ec2.log().count("CreateNetworkInterface"), 1);
+}
