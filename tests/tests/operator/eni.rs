@@ -103,7 +103,7 @@ fn a_node_fills_to_pre_allocate_through_a_new_eni_at_the_first_interface_index()
     let op = aws.operator(&[]);
     wait_for(
         "node-a's pool to hold 8 addresses",
-        Duration::from_secs(60),
+        Duration::from_mins(1),
         || {
             let node = aws.node("node-a");
             (pool(&node).len() == 8)
@@ -141,7 +141,10 @@ fn a_node_fills_to_pre_allocate_through_a_new_eni_at_the_first_interface_index()
     );
     assert_eq!(node["spec"]["ipam"]["pre-allocate"], 8, "written back");
     assert!(
-        node["status"]["eni"]["enis"].as_object().map(|e| e.len()) == Some(2),
+        node["status"]["eni"]["enis"]
+            .as_object()
+            .map(serde_json::Map::len)
+            == Some(2),
         "every ENI of the instance is shown, the excluded one too: {node}"
     );
     assert_eq!(aws.ec2.log().count("CreateNetworkInterface"), 1);
