@@ -4,6 +4,8 @@
 //! index 1, with `status.eni.enis` equal to what EC2 holds and the ENI's primary address never
 //! handed out; and a leaked ENI is not created twice.
 
+mod moto;
+
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{Value, json};
