@@ -188,8 +188,8 @@ fn against_moto_a_node_fills_through_a_new_eni_and_the_status_is_what_moto_descr
         .flatten()
         .map(|(k, _)| k.as_str())
         .collect();
-    let moto_ids: BTreeSet<&str> = described.iter().filter_map(|e| e["id"].as_str()).collect();
-    assert_eq!(shown_ids, moto_ids, "{n}");
+    let described_ids: BTreeSet<&str> = described.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(shown_ids, described_ids, "{n}");
     for eni in described {
         let id = eni["id"].as_str().expect("id");
         assert_eq!(shown[id]["ip"], eni["primary"], "{id}");
