@@ -406,6 +406,33 @@ pub const ENI_TAGS: KeyDoc = op(
 )
 .flag(MAP);
 
+/// `eni-gc-interval`.
+pub const ENI_GC_INTERVAL: KeyDoc = op(
+    "eni-gc-interval",
+    Value("5m0s"),
+    ENI,
+    "how often leaked ENIs (detached, with the GC tags) are looked for; deleted when seen twice (0: no GC)",
+)
+.flag(VALUE);
+
+/// `eni-gc-tags`.
+pub const ENI_GC_TAGS: KeyDoc = op(
+    "eni-gc-tags",
+    Empty("`io.cilium/cilium-managed=true,io.cilium/cluster-name=<cluster>`"),
+    ENI,
+    "the tags of ENIs the GC may delete, also put on every ENI created (k1=v1,k2=v2)",
+)
+.flag(MAP);
+
+/// `cluster-name`.
+pub const CLUSTER_NAME: KeyDoc = op(
+    "cluster-name",
+    Value("default"),
+    ENI,
+    "the cluster's name in the default GC tags (`default`: the instance's `aws:eks:cluster-name` tag if any)",
+)
+.flag(VALUE);
+
 /// `ec2-api-endpoint`.
 pub const EC2_API_ENDPOINT: KeyDoc = weft(
     "ec2-api-endpoint",
@@ -510,7 +537,7 @@ pub const LOG_FORMAT: KeyDoc = op(
 .flag(Flag::None);
 
 /// Every setting of `weft-operator`, in the order of the documentation.
-pub const KEYS: [KeyDoc; 45] = [
+pub const KEYS: [KeyDoc; 48] = [
     IPAM,
     CLUSTER_POOL_IPV4_CIDR,
     CLUSTER_POOL_IPV4_MASK_SIZE,
@@ -545,6 +572,9 @@ pub const KEYS: [KeyDoc; 45] = [
     AWS_RELEASE_EXCESS_IPS,
     AWS_ENABLE_PREFIX_DELEGATION,
     ENI_TAGS,
+    ENI_GC_INTERVAL,
+    ENI_GC_TAGS,
+    CLUSTER_NAME,
     EC2_API_ENDPOINT,
     AWS_MAX_RESULTS_PER_CALL,
     SUBNET_IDS_FILTER,

@@ -200,4 +200,9 @@ pub trait CloudProvider: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// The provider's part of the node's status (`status.<FIELD>`).
     fn status(&self, node: NodeRef<'_, Self::NodeSpec>) -> Self::NodeStatus;
+    /// The provider's own work beside the node rounds while the manager runs (the ENI GC);
+    /// by default none.
+    fn background(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
 }

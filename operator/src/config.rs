@@ -302,5 +302,5 @@ mod tests;
 pub use self::{
     azure::{AzureConfig, DEFAULT_IMDS_ENDPOINT},
     cloud::CloudConfig,
-    eni::EniConfig,
+    eni::{DEFAULT_CLUSTER_NAME, EniConfig},
 };

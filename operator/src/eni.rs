@@ -6,6 +6,7 @@
 //! - [`api`]: the EC2 Query client (SigV4, token bucket, paging, retries, metrics).
 //! - [`creds`]: the AWS credential chain; [`imds`]: the instance metadata service (IMDSv2).
 //! - [`ec2`]: the client as the cache's inventory and the allocator's operations.
+//! - [`gc`]: the deletion of leaked (detached, GC-tagged) ENIs.
 //! - [`instances`]: the instances cache: network, instances' ENIs, limits; synced through an
 //!   [`instances::Inventory`].
 //! - [`interfaces`]: one node's ENIs: what it holds, where addresses go, what it releases (pure).
@@ -18,6 +19,7 @@
 pub mod api;
 pub mod creds;
 pub mod ec2;
+pub mod gc;
 pub mod imds;
 pub mod instances;
 pub mod interfaces;

@@ -404,8 +404,21 @@ impl<P: CloudProvider> CloudManager<P> {
             .unwrap_or_else(PoisonError::into_inner) = pending;
     }
 
-    /// Runs the periodic full resync until `shutdown` resolves.
+    /// Runs the periodic full resync, and the provider's background work beside it, until
+    /// `shutdown` resolves.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        let background = async {
+            self.shared.provider.background().await;
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            () = self.resync_loop(shutdown) => {}
+            () = background => {}
+        }
+    }
+
+    /// The periodic full resync, until `shutdown` resolves.
+    async fn resync_loop(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let shared = &self.shared;
         let mut failures = 0u32;

@@ -309,6 +309,18 @@ pub const BINDINGS: [Binding; keys::KEYS.len()] = [
         c.eni.eni_tags = v.map()?;
         Ok(())
     }),
+    bind(&keys::ENI_GC_INTERVAL, |c, v| {
+        c.eni.gc_interval = v.duration()?;
+        Ok(())
+    }),
+    bind(&keys::ENI_GC_TAGS, |c, v| {
+        c.eni.gc_tags = v.map()?;
+        Ok(())
+    }),
+    bind(&keys::CLUSTER_NAME, |c, v| {
+        c.eni.cluster_name = v.one();
+        Ok(())
+    }),
     bind(&keys::EC2_API_ENDPOINT, |c, v| {
         c.eni.ec2_api_endpoint = v.one();
         Ok(())

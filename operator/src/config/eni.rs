@@ -3,9 +3,12 @@
 //! `aws-region`, `aws-vpc-id`, `aws-imds-endpoint`). The settings every cloud shares are in
 //! [`super::CloudConfig`]; `aws-release-excess-ips` sets its release switch.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 pub use weft_cluster_ipam::operator_keys::DEFAULT_IMDS_ENDPOINT;
+
+/// Cilium's default `cluster-name`.
+pub const DEFAULT_CLUSTER_NAME: &str = "default";
 
 /// Settings of ENI IPAM.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,6 +17,12 @@ pub struct EniConfig {
     pub prefix_delegation: bool,
     /// `eni-tags`.
     pub eni_tags: BTreeMap<String, String>,
+    /// `eni-gc-interval` (zero: no GC).
+    pub gc_interval: Duration,
+    /// `eni-gc-tags` (empty: the defaults).
+    pub gc_tags: BTreeMap<String, String>,
+    /// `cluster-name`.
+    pub cluster_name: String,
     /// `ec2-api-endpoint` (empty: the region's).
     pub ec2_api_endpoint: String,
     /// `aws-max-results-per-call` (0: none until EC2 asks for paging).
@@ -37,6 +46,9 @@ impl Default for EniConfig {
         Self {
             prefix_delegation: false,
             eni_tags: BTreeMap::new(),
+            gc_interval: Duration::from_mins(5),
+            gc_tags: BTreeMap::new(),
+            cluster_name: DEFAULT_CLUSTER_NAME.to_owned(),
             ec2_api_endpoint: String::new(),
             max_results_per_call: 0,
             subnet_ids_filter: Vec::new(),

@@ -400,6 +400,20 @@ impl<A: Ec2Api + 'static> Ec2Ops for Ec2Inventory<A> {
             .collect())
     }
 
+    async fn detached(
+        &self,
+        tags: &BTreeMap<String, String>,
+        subnets: &[String],
+    ) -> Result<Vec<String>, Ec2Error> {
+        let mut filters = Filter::tags(tags);
+        filters.push(Filter::new("status", ["available"]));
+        if !subnets.is_empty() {
+            filters.push(Filter::new("subnet-id", subnets));
+        }
+        let found = self.api.describe_network_interfaces(&[], &filters).await?;
+        Ok(found.into_iter().map(|ni| ni.id).collect())
+    }
+
     async fn associate(&self, allocation: &str, eni: &str) -> Result<(), Ec2Error> {
         self.api.associate_address(allocation, eni).await.map(drop)
     }

@@ -96,6 +96,13 @@ pub trait Ec2Ops: Inventory<Error: Classify> {
         &self,
         tags: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<Vec<(String, IpAddr)>, Self::Error>> + Send;
+    /// `DescribeNetworkInterfaces` of the detached (`status=available`) ENIs carrying every
+    /// one of `tags`, in `subnets` when given: their IDs.
+    fn detached(
+        &self,
+        tags: &BTreeMap<String, String>,
+        subnets: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, Self::Error>> + Send;
     /// `AssociateAddress` of an Elastic IP with an ENI.
     fn associate(
         &self,

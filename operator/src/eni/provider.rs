@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use weft_k8s::crd::eni::{Eni, EniSpec, EniStatus};
 
 use super::{
+    gc::{self, GcSettings},
     instances::Instances,
     interfaces::{InterfacesError, NodeEnis},
     limits::{self, Limits, PD_BLOCK},
@@ -37,6 +38,8 @@ pub struct EniSettings {
     pub prefix_delegation: bool,
     /// Tags of every new ENI (`--eni-tags`, and the GC tags when the GC runs).
     pub eni_tags: BTreeMap<String, String>,
+    /// The ENI GC.
+    pub gc: GcSettings,
 }
 
 /// Why an ENI operation failed.
@@ -556,6 +559,10 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
     fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {
         self.with_node(node, |view, _| status_of(node.spec, view.enis))
             .unwrap_or_default()
+    }
+
+    async fn background(&self) {
+        gc::run(&self.instances.inventory, &self.settings.gc).await;
     }
 }
 

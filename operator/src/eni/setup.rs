@@ -10,14 +10,15 @@ use tracing::{info, warn};
 use weft_cluster_ipam::operator_keys as keys;
 
 use super::{
-    api::{Ec2Client, Ec2Error, Ec2Settings},
+    api::{Ec2Api as _, Ec2Client, Ec2Error, Ec2Settings, Filter},
     creds::{ChainOptions, CredentialChain, CredentialsError},
     ec2::{Ec2Inventory, Scope},
+    gc::{self, GcSettings},
     imds::{Imds, ImdsError},
     provider::{EniProvider, EniSettings},
 };
 use crate::{
-    config::{CloudConfig, EniConfig},
+    config::{CloudConfig, DEFAULT_CLUSTER_NAME, EniConfig},
     metrics::Metrics,
 };
 
@@ -121,6 +122,19 @@ pub async fn provider(
     settings.max_results_per_call = config.max_results_per_call;
     let client = Ec2Client::new(settings, Arc::new(credentials), metrics.ec2.clone())
         .map_err(SetupError::Client)?;
+    let gc = if config.gc_interval.is_zero() {
+        GcSettings::default()
+    } else {
+        let cluster = cluster_name(config, &imds, &client).await;
+        GcSettings {
+            interval: config.gc_interval,
+            tags: gc::gc_tags(&config.gc_tags, &cluster),
+            subnet_ids: config.subnet_ids_filter.clone(),
+        }
+    };
+    // Every ENI created carries the GC tags (they win over --eni-tags).
+    let mut eni_tags = config.eni_tags.clone();
+    eni_tags.extend(gc.tags.clone());
     Ok(EniProvider::new(
         Ec2Inventory {
             api: client,
@@ -133,7 +147,30 @@ pub async fn provider(
         },
         EniSettings {
             prefix_delegation: config.prefix_delegation,
-            eni_tags: config.eni_tags.clone(),
+            eni_tags,
+            gc,
         },
     ))
 }
+
+/// The cluster's name for the GC tags: `--cluster-name` unless it is Cilium's `default`, else
+/// the operator's instance's `aws:eks:cluster-name` tag, else `default`.
+async fn cluster_name(config: &EniConfig, imds: &Imds, client: &Ec2Client) -> String {
+    if config.cluster_name != DEFAULT_CLUSTER_NAME {
+        return config.cluster_name.clone();
+    }
+    let eks = async {
+        let instance = imds.instance_id().await.ok()?;
+        let filters = [
+            Filter::new("resource-type", ["instance"]),
+            Filter::new("resource-id", [instance.as_str()]),
+            Filter::new("key", [EKS_CLUSTER_TAG]),
+        ];
+        let tags = client.describe_tags(&filters).await.ok()?;
+        tags.into_iter().map(|t| t.value).find(|v| !v.is_empty())
+    };
+    eks.await.unwrap_or_else(|| DEFAULT_CLUSTER_NAME.to_owned())
+}
+
+/// The tag EKS puts on its nodes' instances.
+const EKS_CLUSTER_TAG: &str = "aws:eks:cluster-name";

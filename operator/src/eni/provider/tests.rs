@@ -18,6 +18,7 @@ use crate::{
         manager::{CloudManager, NodePatch, Observer, Outcome, Settings, Snapshot},
         view::CloudNodeView,
     },
+    eni::gc::{GcSettings, round as gc_round},
     eni::{
         instances::{AttachedEni, Inventory, NetworkState},
         vpc::Subnet,
@@ -269,6 +270,17 @@ impl Ec2Ops for Fake {
         let _ = tags;
         Ok(ec2.elastic_ips.clone())
     }
+    async fn detached(
+        &self,
+        tags: &BTreeMap<String, String>,
+        _: &[String],
+    ) -> Result<Vec<String>, FakeError> {
+        let ec2 = self.0.lock().unwrap();
+        Ok((ec2.detached.values())
+            .filter(|e| crate::eni::vpc::tags_match(&e.tags, tags))
+            .map(|e| e.id.clone())
+            .collect())
+    }
     async fn associate(&self, allocation: &str, eni: &str) -> Result<(), FakeError> {
         self.0
             .lock()
@@ -329,6 +341,7 @@ async fn provider(fake: &Fake, pd: bool) -> EniProvider<Fake> {
         EniSettings {
             prefix_delegation: pd,
             eni_tags: BTreeMap::from([("io.cilium/cilium-managed".into(), "true".into())]),
+            gc: GcSettings::default(),
         },
     );
     p.resync().await.expect("first resync");
@@ -530,4 +543,41 @@ async fn the_cloud_manager_fills_a_node_through_a_new_eni() {
         status["status"]["eni"]["enis"]["eni-new1"]["number"] == 1,
         "{status}"
     );
+}
+
+#[tokio::test]
+async fn a_detached_tagged_eni_is_deleted_at_the_second_round_and_an_untagged_one_never() {
+    let fake = ec2();
+    let tagged = BTreeMap::from([("io.cilium/cilium-managed".to_owned(), "true".to_owned())]);
+    {
+        let mut ec2 = fake.0.lock().unwrap();
+        for (id, tags) in [
+            ("eni-leaked", tagged.clone()),
+            ("eni-theirs", BTreeMap::new()),
+        ] {
+            ec2.detached.insert(
+                id.to_owned(),
+                Eni {
+                    id: id.into(),
+                    tags,
+                    ..Eni::default()
+                },
+            );
+        }
+    }
+    let settings = GcSettings {
+        interval: Duration::from_mins(5),
+        tags: tagged,
+        subnet_ids: Vec::new(),
+    };
+    let marked = gc_round(&fake, &settings, Vec::new()).await;
+    assert_eq!(marked, ["eni-leaked"]);
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("delete")),
+        "nothing deleted at the first sighting"
+    );
+    let marked = gc_round(&fake, &settings, marked).await;
+    assert_eq!(fake.calls(), ["delete eni-leaked"]);
+    assert!(marked.is_empty());
+    assert!(fake.0.lock().unwrap().detached.contains_key("eni-theirs"));
 }
