@@ -47,10 +47,10 @@ pub async fn round<C: Ec2Ops>(ops: &C, settings: &GcSettings, marked: Vec<String
     for eni in marked {
         match ops.delete(&eni).await {
             Ok(()) => {
-                info!(%eni, "deleted a leaked ENI (detached, carrying the GC tags, two rounds in a row)")
+                info!(%eni, "deleted a leaked ENI (detached, carrying the GC tags, two rounds in a row)");
             }
             Err(error) => {
-                warn!(%eni, %error, "could not delete a leaked ENI; trying again if it is still detached")
+                warn!(%eni, %error, "could not delete a leaked ENI; trying again if it is still detached");
             }
         }
     }
