@@ -302,5 +302,5 @@ mod tests;
 pub use self::{
     azure::{AzureConfig, DEFAULT_IMDS_ENDPOINT},
     cloud::CloudConfig,
-    eni::{DEFAULT_CLUSTER_NAME, EniConfig},
+    eni::{DEFAULT_CLUSTER_NAME, EniConfig, not_supported as eni_not_supported},
 };

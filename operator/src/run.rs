@@ -303,6 +303,11 @@ async fn operate(
     stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let config = OperatorConfig::resolve(&cli, &file)?;
+    if config.ipam == IpamMode::Eni {
+        for (key, why) in crate::config::eni_not_supported(&file) {
+            warn!(%key, "a cilium-config key weft-operator does not act on: {why}");
+        }
+    }
     let plan = Plan::of(&config)?;
     info!(ipam = ?config.ipam, ipv4 = config.enable_ipv4, ipv6 = config.enable_ipv6, leader_election = config.leader_election, "weft-operator starting");
     let metrics = Metrics::with_naming(cli.metrics_naming);

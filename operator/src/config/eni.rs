@@ -60,3 +60,36 @@ impl Default for EniConfig {
         }
     }
 }
+
+/// cilium-config keys of Cilium's ENI operator that weft does not act on, and why: each one
+/// found in the config directory is named at start (a flag of these names is refused as
+/// unknown).
+pub const NOT_SUPPORTED: [(&str, &str); 4] = [
+    (
+        "excess-ip-release-delay",
+        "the CIDR-based release for 1.20+ agents is not built yet; aws-release-excess-ips \
+         releases through a 1.19 agent's handshake only",
+    ),
+    (
+        "aws-use-primary-address",
+        "removed from Cilium: set spec.eni.use-primary-address on the nodes (the agent's \
+         --eni-use-primary-address)",
+    ),
+    (
+        "aws-instance-limit-mapping",
+        "removed from Cilium: the limits come from EC2's DescribeInstanceTypes",
+    ),
+    (
+        "update-ec2-adapter-limit-via-api",
+        "removed from Cilium: the limits always come from EC2's DescribeInstanceTypes",
+    ),
+];
+
+/// The keys of [`NOT_SUPPORTED`] present in `file`, each with why it is not acted on.
+pub fn not_supported(
+    file: &BTreeMap<String, String>,
+) -> impl Iterator<Item = (&'static str, &'static str)> + '_ {
+    NOT_SUPPORTED
+        .into_iter()
+        .filter(|(key, _)| file.contains_key(*key))
+}
