@@ -104,6 +104,10 @@ pub struct EniProvider<C> {
     pub settings: EniSettings,
     /// Instance types asked for and not in the limits: the next resync reads them again.
     missing_types: Mutex<BTreeSet<String>>,
+    /// ENIs this process created and deleted again, per instance: part of the next creation's
+    /// `ClientToken`, so that it is not answered with the deleted ENI (a token stays
+    /// idempotent across a restart, where an ENI created but not attached is found again).
+    deleted: Mutex<BTreeMap<String, u32>>,
 }
 
 impl<C: Ec2Ops> EniProvider<C> {
@@ -113,6 +117,7 @@ impl<C: Ec2Ops> EniProvider<C> {
             instances: Instances::new(ops),
             settings,
             missing_types: Mutex::default(),
+            deleted: Mutex::default(),
         }
     }
 
@@ -220,7 +225,11 @@ impl<C: Ec2Ops> EniProvider<C> {
                     Size::Addresses(size)
                 },
                 ipv6_prefix: false,
-                client_token: format!("{instance}-{index}-{}", view.enis.len()),
+                client_token: format!(
+                    "{instance}-{index}-{}-{}",
+                    view.enis.len(),
+                    self.deleted_on(instance)
+                ),
             };
             Ok::<_, EniError<C::Error>>((new, index, size, cache.network.clone()))
         })??;
@@ -253,7 +262,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                         .map_err(EniError::ec2(format!("marking {id} delete-on-termination")))
                 };
                 if let Err(error) = marked {
-                    self.delete_leftover(&id).await;
+                    self.delete_leftover(instance, &id).await;
                     return Err(error);
                 }
                 let mut attached = created;
@@ -264,7 +273,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                 Ok(held)
             }
             Err(error) => {
-                self.delete_leftover(&id).await;
+                self.delete_leftover(instance, &id).await;
                 Err(error)
             }
         }
@@ -299,10 +308,22 @@ impl<C: Ec2Ops> EniProvider<C> {
         })
     }
 
+    /// ENIs of `instance` this process deleted again.
+    fn deleted_on(&self, instance: &str) -> u32 {
+        let deleted = self.deleted.lock().unwrap_or_else(PoisonError::into_inner);
+        deleted.get(instance).copied().unwrap_or(0)
+    }
+
     /// Delete an ENI whose attachment failed (best effort: GC finds it otherwise).
-    async fn delete_leftover(&self, eni: &str) {
-        if let Err(error) = self.instances.inventory.delete(eni).await {
-            warn!(%eni, %error, "could not delete the ENI whose attachment failed; the ENI GC deletes it if it carries the GC tags");
+    async fn delete_leftover(&self, instance: &str, eni: &str) {
+        match self.instances.inventory.delete(eni).await {
+            Ok(()) => {
+                let mut deleted = self.deleted.lock().unwrap_or_else(PoisonError::into_inner);
+                *deleted.entry(instance.to_owned()).or_default() += 1;
+            }
+            Err(error) => {
+                warn!(%eni, %error, "could not delete the ENI whose attachment failed; the ENI GC deletes it if it carries the GC tags");
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! a CiliumNode as Cilium's ENI agent seeds it (instance, type, VPC, zone, node subnet,
 //! `first-interface-index: 1`, the security groups by tag) is filled to `pre-allocate` through a new ENI attached at
 //! index 1, with `status.eni.enis` equal to what EC2 holds and the ENI's primary address never
-//! handed out; and a leaked ENI is not created twice.
+//! handed out, with only the actions of `deploy/aws/weft-eni-base.json` allowed.
 
 mod moto;
 
@@ -25,9 +25,26 @@ struct Aws {
     cluster: Cluster,
 }
 
+/// The IAM policy documents of `deploy/aws/` named `files`, as one document.
+fn policy(files: &[&str]) -> Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/aws");
+    let mut statements = Vec::new();
+    for file in files {
+        let path = dir.join(file);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let doc: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        statements.extend(doc["Statement"].as_array().cloned().unwrap_or_default());
+    }
+    json!({"Version": "2012-10-17", "Statement": statements})
+}
+
 impl Aws {
-    fn start() -> Self {
+    /// The example estate, enforcing the IAM policy documents `policies` of `deploy/aws/`.
+    fn start(policies: &[&str]) -> Self {
         let mut scenario = Scenario::example();
+        scenario.policy = Some(policy(policies));
         scenario.access_keys = vec![ACCESS_KEY.to_owned()];
         scenario
             .secret_keys
@@ -100,7 +117,7 @@ fn pool(node: &Value) -> BTreeSet<String> {
 
 #[test]
 fn a_node_fills_to_pre_allocate_through_a_new_eni_at_the_first_interface_index() {
-    let aws = Aws::start();
+    let aws = Aws::start(&["weft-eni-base.json"]);
     aws.add_node("node-a");
     let op = aws.operator(&[]);
     wait_for(
@@ -150,4 +167,12 @@ fn a_node_fills_to_pre_allocate_through_a_new_eni_at_the_first_interface_index()
         "every ENI of the instance is shown, the excluded one too: {node}"
     );
     assert_eq!(aws.ec2.log().count("CreateNetworkInterface"), 1);
+    let refused: Vec<String> = (aws.ec2.requests().into_iter())
+        .filter(|r| r.code.as_deref() == Some("UnauthorizedOperation"))
+        .map(|r| r.action)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "deploy/aws/weft-eni-base.json lacks {refused:?}"
+    );
 }

@@ -76,6 +76,8 @@ struct Ec2 {
     /// Errors to answer, per action, in order.
     faults: BTreeMap<&'static str, VecDeque<FakeError>>,
     elastic_ips: Vec<(String, IpAddr)>,
+    /// The `ClientToken` of every creation.
+    tokens: Vec<String>,
 }
 
 impl Ec2 {
@@ -216,6 +218,7 @@ impl Ec2Ops for Fake {
             "create {} {:?} {:?}",
             new.subnet, new.size, new.security_groups
         ));
+        ec2.tokens.push(new.client_token.clone());
         ec2.fault("create")?;
         ec2.next_eni += 1;
         let id = format!("eni-new{}", ec2.next_eni);
@@ -425,6 +428,12 @@ async fn a_taken_index_moves_to_the_next_and_a_failed_attachment_leaves_no_eni()
         fake.calls()
     );
     assert!(fake.0.lock().unwrap().detached.is_empty(), "no ENI leaked");
+    // The next creation is not answered with the deleted ENI: its token is new.
+    p.create_interface(node(&s), &action)
+        .await
+        .expect("created");
+    let tokens = fake.0.lock().unwrap().tokens.clone();
+    assert_ne!(tokens[1], tokens[2], "{tokens:?}");
 }
 
 #[tokio::test]
