@@ -21,6 +21,7 @@ use crate::{
     eni::gc::{GcSettings, round as gc_round},
     eni::{
         instances::{AttachedEni, Inventory, NetworkState},
+        ops::NewEni,
         vpc::Subnet,
     },
 };
