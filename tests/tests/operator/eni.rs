@@ -1,8 +1,10 @@
 //! `weft-operator --ipam eni` against the EC2 + IMDS emulator and the Kubernetes API emulator:
 //! a CiliumNode as Cilium's ENI agent seeds it (instance, type, VPC, zone, node subnet,
-//! `first-interface-index: 1`, the security groups by tag) is filled to `pre-allocate` through a new ENI attached at
-//! index 1, with `status.eni.enis` equal to what EC2 holds and the ENI's primary address never
-//! handed out, with only the actions of `deploy/aws/weft-eni-base.json` allowed.
+//! `first-interface-index: 1`, the security groups by tag) is filled to `pre-allocate` through
+//! a new ENI attached at index 1, with `status.eni.enis` equal to what EC2 holds and the ENI's
+//! primary address never handed out, with only the actions of `deploy/aws/weft-eni-base.json`
+//! allowed; an operator SIGKILLed between creating an ENI and attaching it leaves no second ENI
+//! (the next one's `ClientToken` finds the first's, which it attaches).
 
 mod moto;
 
@@ -10,7 +12,7 @@ use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{Value, json};
 use weft_tests::{
-    ec2::{EXAMPLE_INSTANCE, EXAMPLE_NODE_SUBNET, EXAMPLE_VPC, Ec2Emulator, Scenario},
+    ec2::{EXAMPLE_INSTANCE, EXAMPLE_NODE_SUBNET, EXAMPLE_VPC, Ec2Emulator, Fault, Scenario},
     operator::Operator,
 };
 
@@ -174,5 +176,43 @@ fn a_node_fills_to_pre_allocate_through_a_new_eni_at_the_first_interface_index()
     assert!(
         refused.is_empty(),
         "deploy/aws/weft-eni-base.json lacks {refused:?}"
+    );
+}
+
+#[test]
+fn an_operator_killed_between_create_and_attach_leaves_no_second_eni() {
+    let aws = Aws::start(&["weft-eni-base.json"]);
+    // The attachment hangs, so the operator dies with the ENI created and not attached.
+    aws.ec2
+        .inject(Fault::latency(Some("AttachNetworkInterface"), Duration::from_mins(1)).times(1));
+    aws.add_node("node-k");
+    let mut op = aws.operator(&[]);
+    // The request log shows a request once answered: the creation is, the attachment hangs.
+    wait_for("the ENI to be created", Duration::from_secs(30), || {
+        (aws.ec2.log().count("CreateNetworkInterface") > 0)
+            .then_some(())
+            .ok_or_else(|| "no CreateNetworkInterface yet".to_owned())
+    });
+    op.kill();
+    let _next = aws.operator(&[]);
+    wait_for(
+        "node-k's pool to hold 8 addresses",
+        Duration::from_mins(1),
+        || {
+            let node = aws.node("node-k");
+            (pool(&node).len() == 8)
+                .then_some(())
+                .ok_or_else(|| node.to_string())
+        },
+    );
+    let all = aws.ec2.enis();
+    assert_eq!(
+        all.len(),
+        2,
+        "the primary ENI and the one created before the kill, attached after it: {all:?}"
+    );
+    assert!(
+        all.iter().all(|e| e.attachment.is_some()),
+        "no detached ENI left: {all:?}"
     );
 }
