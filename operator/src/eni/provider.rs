@@ -39,14 +39,85 @@ pub struct EniSettings {
     pub gc: GcSettings,
 }
 
+/// The EC2 call of the allocator that failed, with its object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// The full resync.
+    Resync,
+    /// The instance types' limits.
+    Limits,
+    /// One instance's ENIs.
+    InstanceSync(String),
+    /// Addresses (or prefixes) assigned to an ENI.
+    Assign {
+        /// The ENI.
+        eni: String,
+        /// /28 prefixes, not addresses.
+        prefixes: bool,
+    },
+    /// Addresses (or prefixes) unassigned from an ENI.
+    Unassign {
+        /// The ENI.
+        eni: String,
+        /// /28 prefixes, not addresses.
+        prefixes: bool,
+    },
+    /// A new ENI in a subnet.
+    Create(String),
+    /// An ENI attached to an instance at a device index.
+    Attach {
+        /// The ENI.
+        eni: String,
+        /// The instance.
+        instance: String,
+        /// The device index.
+        index: u64,
+    },
+    /// An ENI marked delete-on-termination.
+    Mark(String),
+    /// The Elastic IPs listed.
+    ElasticIps,
+    /// An Elastic IP associated with an ENI.
+    Associate {
+        /// The allocation.
+        allocation: String,
+        /// The ENI.
+        eni: String,
+    },
+}
+
+impl std::fmt::Display for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = |prefixes: bool| if prefixes { "prefixes" } else { "addresses" };
+        match self {
+            Self::Resync => write!(f, "synchronizing with EC2"),
+            Self::Limits => write!(f, "reading the instance types' limits"),
+            Self::InstanceSync(instance) => write!(f, "reading the ENIs of {instance}"),
+            Self::Assign { eni, prefixes } => write!(f, "assigning {} to {eni}", what(*prefixes)),
+            Self::Unassign { eni, prefixes } => {
+                write!(f, "unassigning {} from {eni}", what(*prefixes))
+            }
+            Self::Create(subnet) => write!(f, "creating an ENI in subnet {subnet}"),
+            Self::Attach {
+                eni,
+                instance,
+                index,
+            } => write!(f, "attaching {eni} to {instance} at index {index}"),
+            Self::Mark(eni) => write!(f, "marking {eni} delete-on-termination"),
+            Self::ElasticIps => write!(f, "listing the Elastic IPs"),
+            Self::Associate { allocation, eni } => write!(f, "associating {allocation} with {eni}"),
+        }
+    }
+}
+
 /// Why an ENI operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EniError<E: std::error::Error + 'static> {
     /// An EC2 call failed.
-    #[error("{action}")]
+    #[error("{call}")]
     Ec2 {
         /// The call, with its object.
-        action: String,
+        call: Call,
         /// EC2's error.
         #[source]
         source: E,
@@ -86,9 +157,8 @@ pub enum EniError<E: std::error::Error + 'static> {
 }
 
 impl<E: std::error::Error + 'static> EniError<E> {
-    fn ec2(action: impl Into<String>) -> impl FnOnce(E) -> Self {
-        let action = action.into();
-        move |source| Self::Ec2 { action, source }
+    pub(super) fn ec2(call: Call) -> impl FnOnce(E) -> Self {
+        move |source| Self::Ec2 { call, source }
     }
 }
 
@@ -179,12 +249,20 @@ impl<C: Ec2Ops> EniProvider<C> {
                 Err(e) if e.is_prefix_capacity() => {
                     warn!(%eni, error = %e, "Subnet might be out of prefixes, Cilium will not allocate prefixes on this node anymore");
                 }
-                Err(e) => return Err(EniError::ec2(format!("assigning prefixes to {eni}"))(e)),
+                Err(e) => {
+                    return Err(EniError::ec2(Call::Assign {
+                        eni: eni.to_owned(),
+                        prefixes: true,
+                    })(e));
+                }
             }
         }
         ops.assign(eni, Size::Addresses(count.min(room.max(1))))
             .await
-            .map_err(EniError::ec2(format!("assigning addresses to {eni}")))
+            .map_err(EniError::ec2(Call::Assign {
+                eni: eni.to_owned(),
+                prefixes: false,
+            }))
     }
 }
 
@@ -226,20 +304,20 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             self.instances
                 .refresh_limits()
                 .await
-                .map_err(EniError::ec2("reading the instance types' limits"))?;
+                .map_err(EniError::ec2(Call::Limits))?;
         } else {
             for instance_type in missing {
                 // At most one sweep a minute, however many types are missing.
                 self.instances
                     .limits(&instance_type)
                     .await
-                    .map_err(EniError::ec2("reading the instance types' limits"))?;
+                    .map_err(EniError::ec2(Call::Limits))?;
             }
         }
         self.instances
             .resync()
             .await
-            .map_err(EniError::ec2("synchronizing with EC2"))
+            .map_err(EniError::ec2(Call::Resync))
     }
 
     fn is_transient(error: &Self::Error) -> bool {
@@ -255,9 +333,9 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             .instance_sync(instance_id)
             .await
             .map_err(|e| {
-                InstanceSyncError::Failed(EniError::ec2(format!(
-                    "reading the ENIs of {instance_id}"
-                ))(e))
+                InstanceSyncError::Failed(
+                    EniError::ec2(Call::InstanceSync(instance_id.to_owned()))(e),
+                )
             })
     }
 
@@ -342,10 +420,14 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             }
             EniError::NoSubnet(_) => "unableToFindSubnet",
             EniError::NoSecurityGroups(_) => "unableToGetSecurityGroups",
-            EniError::Ec2 { action, .. } if action.starts_with("creating") => "unableToCreateENI",
-            EniError::Ec2 { action, .. } if action.starts_with("marking") => {
-                "unableToMarkENIForDeletion"
-            }
+            EniError::Ec2 {
+                call: Call::Create(_),
+                ..
+            } => "unableToCreateENI",
+            EniError::Ec2 {
+                call: Call::Mark(_),
+                ..
+            } => "unableToMarkENIForDeletion",
             _ => "unableToAttachENI",
         }
     }
@@ -366,17 +448,17 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         let free = ops
             .free_elastic_ips(tags)
             .await
-            .map_err(EniError::ec2("listing the Elastic IPs"))?;
+            .map_err(EniError::ec2(Call::ElasticIps))?;
         let (allocation, public) = free
             .into_iter()
             .next()
             .ok_or_else(|| EniError::NoElasticIp { tags: tags.clone() })?;
         ops.associate(&allocation, &primary.id)
             .await
-            .map_err(EniError::ec2(format!(
-                "associating {allocation} with {}",
-                primary.id
-            )))?;
+            .map_err(EniError::ec2(Call::Associate {
+                allocation: allocation.clone(),
+                eni: primary.id.clone(),
+            }))?;
         Ok(public.to_string())
     }
 
@@ -418,12 +500,18 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         if !prefixes.is_empty() {
             ops.unassign(eni, &[], &prefixes)
                 .await
-                .map_err(EniError::ec2(format!("unassigning prefixes from {eni}")))?;
+                .map_err(EniError::ec2(Call::Unassign {
+                    eni: eni.clone(),
+                    prefixes: true,
+                }))?;
         }
         if !singles.is_empty() {
             ops.unassign(eni, &singles, &[])
                 .await
-                .map_err(EniError::ec2(format!("unassigning addresses from {eni}")))?;
+                .map_err(EniError::ec2(Call::Unassign {
+                    eni: eni.clone(),
+                    prefixes: false,
+                }))?;
         }
         self.instances
             .remove_addresses(node.instance_id, eni, &addresses);

@@ -6,7 +6,7 @@ use std::sync::PoisonError;
 use tracing::{info, warn};
 use weft_k8s::crd::eni::EniSpec;
 
-use super::{EniError, EniProvider};
+use super::{Call, EniError, EniProvider};
 use crate::{
     cloud::NodeRef,
     eni::{
@@ -78,10 +78,7 @@ impl<C: Ec2Ops> EniProvider<C> {
             }
             other => other,
         }
-        .map_err(EniError::ec2(format!(
-            "creating an ENI in subnet {}",
-            new.subnet
-        )))?;
+        .map_err(EniError::ec2(Call::Create(new.subnet.clone())))?;
         let id = created.id.clone();
         match self.attach(&id, instance, index).await {
             Ok((number, attachment)) => {
@@ -90,7 +87,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                 } else {
                     ops.delete_on_termination(&id, &attachment)
                         .await
-                        .map_err(EniError::ec2(format!("marking {id} delete-on-termination")))
+                        .map_err(EniError::ec2(Call::Mark(id.clone())))
                 };
                 if let Err(error) = marked {
                     self.delete_leftover(instance, &id).await;
@@ -127,9 +124,11 @@ impl<C: Ec2Ops> EniProvider<C> {
                     index += 1;
                 }
                 Err(e) => {
-                    return Err(EniError::ec2(format!(
-                        "attaching {eni} to {instance} at index {index}"
-                    ))(e));
+                    return Err(EniError::ec2(Call::Attach {
+                        eni: eni.to_owned(),
+                        instance: instance.to_owned(),
+                        index,
+                    })(e));
                 }
             }
         }

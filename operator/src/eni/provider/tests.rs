@@ -591,3 +591,54 @@ async fn a_detached_tagged_eni_is_deleted_at_the_second_round_and_an_untagged_on
     assert!(marked.is_empty());
     assert!(fake.0.lock().unwrap().detached.contains_key("eni-theirs"));
 }
+
+#[tokio::test]
+async fn a_failed_creation_is_counted_under_cilium_s_condition_for_its_step() {
+    let fake = ec2();
+    let p = provider(&fake, false).await;
+    let s = spec(1);
+    let action = AllocationAction {
+        max_to_allocate: 4,
+        empty_interface_slots: 2,
+        ..AllocationAction::default()
+    };
+    fake.inject("create", ATTACH_LIMIT);
+    let err = p
+        .create_interface(node(&s), &action)
+        .await
+        .expect_err("create");
+    assert_eq!(
+        EniProvider::<Fake>::creation_condition(&err),
+        "unableToCreateENI"
+    );
+    fake.inject("modify", ATTACH_LIMIT);
+    let err = p
+        .create_interface(node(&s), &action)
+        .await
+        .expect_err("mark");
+    assert_eq!(
+        EniProvider::<Fake>::creation_condition(&err),
+        "unableToMarkENIForDeletion"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("marking eni-new1 delete-on-termination"),
+        "{err}"
+    );
+    assert!(
+        fake.calls().contains(&"delete eni-new1".to_owned()),
+        "{:?}",
+        fake.calls()
+    );
+    let mut no_subnets = spec(1);
+    no_subnets.availability_zone = "elsewhere".into();
+    no_subnets.node_subnet_id = "subnet-gone".into();
+    let err = p
+        .create_interface(node(&no_subnets), &action)
+        .await
+        .expect_err("no subnet");
+    assert_eq!(
+        EniProvider::<Fake>::creation_condition(&err),
+        "unableToFindSubnet"
+    );
+}
