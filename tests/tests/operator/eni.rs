@@ -6,7 +6,10 @@
 //! allowed; an operator SIGKILLed between creating an ENI and attaching it leaves no second ENI
 //! (the next one's `ClientToken` finds the first's, which it attaches).
 
+mod credentials;
+mod gc;
 mod moto;
+mod subnets;
 mod writes;
 
 use std::{collections::BTreeSet, time::Duration};
