@@ -139,6 +139,18 @@ pub trait CloudProvider: Send + Sync + 'static {
     fn max_allocatable(&self, node: NodeRef<'_, Self::NodeSpec>) -> u64;
     /// What `pre-allocate` is set to when the node leaves it at 0.
     fn min_allocatable(&self, node: NodeRef<'_, Self::NodeSpec>) -> u64;
+    /// Why the node holds no more than [`CloudProvider::max_allocatable`] (the instance type's
+    /// limits, as the node's `operator-status` says when it wants more); `None`: no more said.
+    fn limit_reason(&self, node: NodeRef<'_, Self::NodeSpec>) -> Option<String> {
+        let _ = node;
+        None
+    }
+    /// A value of the node's spec that cannot be acted on (the field and the problem); the
+    /// node is then left as it is and its `operator-status` says so. By default none.
+    fn invalid_spec(&self, node: NodeRef<'_, Self::NodeSpec>) -> Option<String> {
+        let _ = node;
+        None
+    }
     /// The node's addresses and capacity, from the cache.
     ///
     /// # Errors

@@ -32,6 +32,11 @@ pub struct NodeState<S, T> {
     pub assigned_static_ip: String,
     /// Why the last round or recalculation failed (`operator-status.error`; empty: none).
     pub error: String,
+    /// Why the node gets no more addresses though it wants more: it holds the provider's
+    /// limit (empty: it does not).
+    pub limit_error: String,
+    /// What the provider cannot act on in the node's spec (empty: nothing).
+    pub spec_error: String,
     /// The instance was missing from the cache at the last recalculation.
     pub instance_missing: bool,
     /// A recovery sync was fired for the current missing episode.
@@ -52,6 +57,8 @@ impl<S, T> NodeState<S, T> {
             waiting_for_maintenance: false,
             resync_needed: None,
             error: String::new(),
+            limit_error: String::new(),
+            spec_error: String::new(),
             instance_missing: false,
             instance_sync_retriggered: false,
         }
@@ -110,6 +117,19 @@ impl<S, T> NodeState<S, T> {
             self.assigned_static_ip
                 .clone_from(&self.view.assigned_static_ip);
         }
+    }
+
+    /// Addresses the node wants beyond the provider's `limit` when it holds that many already
+    /// and the limit is what stops it (`max-allocate` unset, or not below it); `None`
+    /// otherwise.
+    #[must_use]
+    pub fn wanted_beyond_limit(&self, limit: u64) -> Option<i64> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let avail = i64::try_from(self.available.len()).unwrap_or(i64::MAX);
+        let w = self.watermarks(u64::try_from(limit).unwrap_or(0));
+        let uncapped = needed(avail, self.used(), &Watermarks { max: 0, ..w });
+        (!self.instance_missing && limit > 0 && w.max >= limit && avail >= limit && uncapped > 0)
+            .then_some(uncapped)
     }
 
     /// Cilium's `GetNeededAddresses`: the deficit, or minus the excess when releasing.
@@ -235,6 +255,22 @@ mod tests {
         );
         s.update_last_resync(round + Duration::from_millis(1));
         assert!(s.allocation_needed());
+    }
+
+    #[test]
+    fn the_limit_is_reached_when_the_node_holds_it_and_wants_more() {
+        // 18 held, all in use: 8 more wanted, the limit of 18 stops them.
+        let mut s = state(0, 18, 18);
+        s.recalculate(Some((s.available.clone(), InterfaceStats::default())), 18);
+        assert_eq!(s.needed, 0);
+        assert_eq!(s.wanted_beyond_limit(18), Some(8));
+        // Below the limit, or wanting nothing, or no limit: not reached.
+        assert_eq!(state(0, 16, 16).wanted_beyond_limit(18), None);
+        assert_eq!(state(0, 0, 18).wanted_beyond_limit(18), None);
+        assert_eq!(s.wanted_beyond_limit(0), None);
+        // A max-allocate below the limit is the user's choice, not the limit.
+        s.view.max_allocate = 10;
+        assert_eq!(s.wanted_beyond_limit(18), None);
     }
 
     #[test]

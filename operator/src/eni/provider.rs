@@ -251,6 +251,24 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         limits::min_allocatable(self.limits_of(node.spec).as_ref(), first)
     }
 
+    fn limit_reason(&self, node: NodeRef<'_, EniSpec>) -> Option<String> {
+        let limits = self.limits_of(node.spec)?;
+        let pd = (self.with_node(node, |view, _| view.prefix_delegation())).unwrap_or(false);
+        let first = node.spec.first_interface_index.unwrap_or(0).unsigned_abs();
+        Some(limits::limit_reason(
+            &node.spec.instance_type,
+            &limits,
+            first,
+            pd,
+        ))
+    }
+
+    fn invalid_spec(&self, node: NodeRef<'_, EniSpec>) -> Option<String> {
+        (node.spec.first_interface_index.filter(|i| *i < 0)).map(|i| {
+            format!("spec.eni.first-interface-index: {i} is negative (the device index from which ENIs are used, 0 or more)")
+        })
+    }
+
     fn resync_interfaces(
         &self,
         node: NodeRef<'_, EniSpec>,
@@ -296,7 +314,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             EniError::Interfaces(InterfacesError::UnknownLimits { .. }) => {
                 "unableToDetermineLimits"
             }
-            EniError::NoSubnet(_) => "unableToFindSubnet",
+            EniError::NoSubnet(_) | EniError::UnknownSubnets(_) => "unableToFindSubnet",
             EniError::NoSecurityGroups(_) => "unableToGetSecurityGroups",
             EniError::Ec2 {
                 call: Call::Create(_),

@@ -6,10 +6,13 @@
 //! allowed; an operator SIGKILLed between creating an ENI and attaching it leaves no second ENI
 //! (the next one's `ClientToken` finds the first's, which it attaches).
 
+mod bad_spec;
 mod credentials;
 mod gc;
+mod limits;
 mod moto;
 mod subnets;
+mod throttling;
 mod writes;
 
 use std::{collections::BTreeSet, time::Duration};

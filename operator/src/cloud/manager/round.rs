@@ -24,9 +24,9 @@ pub(super) enum RoundError<E: std::error::Error + 'static> {
     /// The full resync is refused (a missing permission); no round runs until it goes through.
     #[error("unable to synchronize with the instances API")]
     Refused(#[source] Arc<E>),
-    /// The last full resync failed (Cilium's text).
+    /// The last full resync failed (Cilium's text), and why.
     #[error("instances API is unstable. Blocking mutating operations. See logs for details.")]
-    Unstable,
+    Unstable(#[source] Arc<E>),
     /// The instance could not be read again.
     #[error(transparent)]
     InstanceSync(E),
@@ -66,8 +66,14 @@ impl<P: CloudProvider> Shared<P> {
         if let Some(refusal) = self.refusal() {
             return Err(RoundError::Refused(refusal));
         }
-        if !self.stable.load(Ordering::Relaxed) {
-            return Err(RoundError::Unstable);
+        if !self.stable.load(Ordering::Relaxed)
+            && let Some(error) = self
+                .unstable
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        {
+            return Err(RoundError::Unstable(error));
         }
         let Some(instance) = self
             .lock()
@@ -409,9 +415,7 @@ pub(super) async fn maintainer<P: CloudProvider>(
                     hold_until = (!unstable).then_some(tokio::time::Instant::now() + wait);
                     let error = crate::chain(error);
                     warn!(node = %name, %error, retry_in = ?wait, "pool maintainer round failed");
-                    if !unstable {
-                        entry.state.error = error;
-                    }
+                    entry.state.error = error;
                 }
             }
             shared.recalculate(&mut entry.state);

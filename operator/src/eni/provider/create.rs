@@ -35,6 +35,7 @@ impl<C: Ec2Ops> EniProvider<C> {
             })?;
             let pd = view.prefix_delegation();
             let network = cache.network.view();
+            network.check_subnet_ids(node.spec)?;
             let choice = network.choose_subnet(node.spec, limits.ipv4)?;
             if !choice.shares_route_table {
                 warn!(%instance, subnet = %choice.subnet.id, rule = ?choice.rule,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::eni::{
     interfaces::InterfacesError,
-    vpc::{NoSecurityGroups, NoSubnet},
+    vpc::{NoSecurityGroups, NoSubnet, UnknownSubnets},
 };
 
 /// The EC2 call of the allocator that failed, with its object.
@@ -103,6 +103,9 @@ pub enum EniError<E: std::error::Error + 'static> {
     /// No subnet for a new ENI.
     #[error(transparent)]
     NoSubnet(#[from] NoSubnet),
+    /// `spec.eni.subnet-ids` names subnets EC2 does not list.
+    #[error(transparent)]
+    UnknownSubnets(#[from] UnknownSubnets),
     /// No security group for a new ENI.
     #[error(transparent)]
     NoSecurityGroups(#[from] NoSecurityGroups),
