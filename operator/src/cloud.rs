@@ -19,6 +19,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Serialize, de::DeserializeOwned};
 
+/// A Warning Event the provider asks to post on a node's CiliumNode (something done
+/// otherwise than asked that the node's owner should know of, e.g. a fallback taken).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// What happened, and what follows.
+    pub message: String,
+}
+
 /// A node as the manager hands it to the provider: what every cloud reads, and the provider's
 /// own part of the spec (`spec.<FIELD>`).
 #[derive(Debug)]
@@ -212,6 +222,12 @@ pub trait CloudProvider: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
     /// The provider's part of the node's status (`status.<FIELD>`).
     fn status(&self, node: NodeRef<'_, Self::NodeSpec>) -> Self::NodeStatus;
+    /// The Events to post on the node since the last call (taken: a second call returns
+    /// none); by default none.
+    fn take_notices(&self, node: NodeRef<'_, Self::NodeSpec>) -> Vec<Notice> {
+        let _ = node;
+        Vec::new()
+    }
     /// The provider's own work beside the node rounds while the manager runs (the ENI GC);
     /// by default none.
     fn background(&self) -> impl Future<Output = ()> + Send {

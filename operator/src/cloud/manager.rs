@@ -42,6 +42,8 @@ pub struct NodePatch {
     pub spec: Option<Value>,
     /// Patch of the status (`status.azure`, the `status.ipam` fields the operator owns).
     pub status: Option<Value>,
+    /// Warning Events to post on the CiliumNode.
+    pub events: Vec<super::Notice>,
 }
 
 /// The manager's settings.

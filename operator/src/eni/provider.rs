@@ -23,7 +23,7 @@ use super::{
     ops::{Classify, Ec2Ops, Size},
 };
 use crate::cloud::{
-    AllocationAction, Available, CloudProvider, InstanceSyncError, InterfaceStats, NodeRef,
+    AllocationAction, Available, CloudProvider, InstanceSyncError, InterfaceStats, NodeRef, Notice,
     ReleaseAction,
 };
 
@@ -53,6 +53,8 @@ pub struct EniProvider<C> {
     /// `ClientToken`, so that it is not answered with the deleted ENI (a token stays
     /// idempotent across a restart, where an ENI created but not attached is found again).
     pub(super) deleted: Mutex<BTreeMap<String, u32>>,
+    /// Events to post per instance (a prefix-delegation fallback).
+    pub(super) notices: Mutex<BTreeMap<String, Vec<Notice>>>,
 }
 
 impl<C: Ec2Ops> EniProvider<C> {
@@ -63,6 +65,7 @@ impl<C: Ec2Ops> EniProvider<C> {
             settings,
             missing_types: Mutex::default(),
             deleted: Mutex::default(),
+            notices: Mutex::default(),
         }
     }
 
@@ -112,6 +115,7 @@ impl<C: Ec2Ops> EniProvider<C> {
     /// subnet has no free /28.
     async fn assign(
         &self,
+        instance: &str,
         eni: &str,
         count: u64,
         pd: bool,
@@ -126,6 +130,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                 Ok(()) => return Ok(()),
                 Err(e) if e.is_prefix_capacity() => {
                     warn!(%eni, error = %e, "Subnet might be out of prefixes, Cilium will not allocate prefixes on this node anymore");
+                    self.notice(instance, &format!("{eni}: {e}"));
                 }
                 Err(e) => {
                     return Err(EniError::ec2(Call::Assign {
@@ -293,6 +298,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             (pd, view.address_room(&action.interface_id))
         })?;
         self.assign(
+            node.instance_id,
             &action.interface_id,
             action.available_for_allocation,
             pd,
@@ -417,6 +423,11 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
     fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {
         self.with_node(node, |view, _| status_of(node.spec, view.enis))
             .unwrap_or_default()
+    }
+
+    fn take_notices(&self, node: NodeRef<'_, EniSpec>) -> Vec<Notice> {
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        notices.remove(node.instance_id).unwrap_or_default()
     }
 
     async fn background(&self) {

@@ -11,6 +11,7 @@ mod credentials;
 mod gc;
 mod limits;
 mod moto;
+mod prefixes;
 mod subnets;
 mod throttling;
 mod writes;

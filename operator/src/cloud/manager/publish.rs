@@ -152,6 +152,7 @@ impl<P: CloudProvider> Shared<P> {
             node: view.name.clone(),
             spec,
             status,
+            events: Vec::new(),
         });
     }
 }

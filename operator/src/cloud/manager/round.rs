@@ -277,6 +277,7 @@ impl<P: CloudProvider> Shared<P> {
                 node: name.to_owned(),
                 spec: None,
                 status: Some(json!({"status": {"ipam": {"release-ips": marks}}})),
+                events: Vec::new(),
             });
         }
         if ready.is_empty() {
@@ -304,6 +305,7 @@ impl<P: CloudProvider> Shared<P> {
                     node: name.to_owned(),
                     spec: None,
                     status: Some(json!({"status": {"ipam": {"release-ips": released}}})),
+                    events: Vec::new(),
                 });
                 Ok(true)
             }
@@ -420,6 +422,17 @@ pub(super) async fn maintainer<P: CloudProvider>(
             }
             shared.recalculate(&mut entry.state);
             shared.publish(entry);
+            let events = shared
+                .provider
+                .take_notices(Shared::<P>::node_ref(&entry.state.view));
+            if !events.is_empty() {
+                let _ = shared.writes.send(NodePatch {
+                    node: name.clone(),
+                    spec: None,
+                    status: None,
+                    events,
+                });
+            }
         }
         if changed || failed {
             shared.after_round(&name).await;

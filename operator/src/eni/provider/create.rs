@@ -8,7 +8,7 @@ use weft_k8s::crd::eni::EniSpec;
 
 use super::{Call, EniError, EniProvider};
 use crate::{
-    cloud::NodeRef,
+    cloud::{NodeRef, Notice},
     eni::{
         interfaces::InterfacesError,
         limits::PD_BLOCK,
@@ -70,6 +70,10 @@ impl<C: Ec2Ops> EniProvider<C> {
             Err(e) if e.is_prefix_capacity() && matches!(new.size, Size::Prefixes(_)) => {
                 warn!(%instance, subnet = %new.subnet, error = %e,
                     "the subnet has no free /28 for a new ENI; creating it with addresses");
+                self.notice(
+                    instance,
+                    &format!("a new ENI in subnet {}: {e}", new.subnet),
+                );
                 let fallback = NewEni {
                     size: Size::Addresses(size.min(new_eni_addresses(self, node))),
                     client_token: format!("{}-addresses", new.client_token),
@@ -137,6 +141,20 @@ impl<C: Ec2Ops> EniProvider<C> {
             instance: instance.to_owned(),
             tries: ATTACH_TRIES,
         })
+    }
+
+    /// An Event for `instance`'s node: prefix delegation refused for `what`, single addresses
+    /// taken instead.
+    pub(super) fn notice(&self, instance: &str, what: &str) {
+        let message = format!(
+            "prefix delegation refused, no free /28 ({what}); single addresses assigned \
+             instead, and from now on for this node"
+        );
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        (notices.entry(instance.to_owned()).or_default()).push(Notice {
+            reason: "PrefixDelegationFallback",
+            message,
+        });
     }
 
     /// ENIs of `instance` this process deleted again.
