@@ -5,6 +5,7 @@
 //! - [`needed`]: the deficit and excess formulas and the per-node settings (pure).
 //! - [`view`]: what is read of a CiliumNode (pure).
 //! - [`node`]: one node's state between rounds (pure).
+//! - [`release`]: the release marks of CIDRs a 1.20+ agent gave back (pure).
 //! - [`manager`]: the asynchronous part — per-node pool maintainers, the periodic resync, the
 //!   CiliumNode writes.
 
@@ -12,11 +13,13 @@ pub mod manager;
 pub mod needed;
 pub mod node;
 pub mod ratelimit;
+pub mod release;
 pub mod transport;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ipnet::Ipv4Net;
 use serde::{Serialize, de::DeserializeOwned};
 
 /// A node as the manager hands it to the provider: what every cloud reads, and the provider's
@@ -77,6 +80,27 @@ pub struct ReleaseAction {
     pub pool_id: String,
     /// The addresses.
     pub ips: Vec<String>,
+}
+
+/// What [`CloudProvider::release_cidrs`] did.
+#[derive(Debug)]
+pub struct CidrRelease<E> {
+    /// The CIDRs removed, per subnet.
+    pub released: BTreeMap<String, Vec<Ipv4Net>>,
+    /// The CIDRs no usable interface holds any more (nothing to do).
+    pub gone: Vec<Ipv4Net>,
+    /// Why the others were not removed.
+    pub error: Option<E>,
+}
+
+impl<E> Default for CidrRelease<E> {
+    fn default() -> Self {
+        Self {
+            released: BTreeMap::new(),
+            gone: Vec::new(),
+            error: None,
+        }
+    }
 }
 
 /// The outcome of a per-instance sync that failed.
@@ -198,6 +222,25 @@ pub trait CloudProvider: Send + Sync + 'static {
         node: NodeRef<'_, Self::NodeSpec>,
         action: &ReleaseAction,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// The IPv4 CIDRs (prefixes and single addresses) on the node's usable interfaces that a
+    /// 1.20+ agent may give back by leaving them out of `spec.ipam.pools.allocated`; `None`
+    /// when the provider has no such release (the default) or the instance is not cached.
+    fn releasable_cidrs(&self, node: NodeRef<'_, Self::NodeSpec>) -> Option<BTreeSet<Ipv4Net>> {
+        let _ = node;
+        None
+    }
+    /// Remove `cidrs` (each one of [`Self::releasable_cidrs`]) from their interfaces.
+    fn release_cidrs(
+        &self,
+        node: NodeRef<'_, Self::NodeSpec>,
+        cidrs: &[Ipv4Net],
+    ) -> impl Future<Output = CidrRelease<Self::Error>> + Send {
+        let _ = node;
+        std::future::ready(CidrRelease {
+            gone: cidrs.to_vec(),
+            ..CidrRelease::default()
+        })
+    }
     /// The provider's part of the node's status (`status.<FIELD>`).
     fn status(&self, node: NodeRef<'_, Self::NodeSpec>) -> Self::NodeStatus;
     /// The provider's own work beside the node rounds while the manager runs (the ENI GC);

@@ -49,8 +49,12 @@ pub struct NodePatch {
 pub struct Settings {
     /// Rounds in flight at once (`--parallel-alloc-workers`, at least 1).
     pub parallel_workers: usize,
-    /// Release addresses beyond the watermarks (`--azure-release-excess-ips`).
+    /// Release addresses beyond the watermarks (`--azure-release-excess-ips`,
+    /// `--aws-release-excess-ips`).
     pub release_excess: bool,
+    /// How long a CIDR a 1.20+ agent gave back stays attached before it is released
+    /// (`--excess-ip-release-delay`).
+    pub release_delay: Duration,
 }
 
 /// What the metrics read of the manager after each resync.
@@ -185,12 +189,27 @@ impl<P: CloudProvider> Shared<P> {
         }
         let max = self.provider.max_allocatable(Self::node_ref(&state.view));
         state.recalculate(cloud.ok(), max);
+        if self.settings.release_excess
+            && let Some(allocated) = &state.view.allocated_v4
+            && let Some(attached) = self.provider.releasable_cidrs(Self::node_ref(&state.view))
+            && state
+                .cidr_marks
+                .observe(allocated, &attached, tokio::time::Instant::now())
+        {
+            let marked = state.cidr_marks.marked();
+            info!(node = %state.view.name, ?marked, delay = ?self.settings.release_delay,
+                "CIDRs the agent gave back are released after the delay");
+        }
     }
 
     /// Fire the node's round if it needs one.
     fn maybe_kick(&self, entry: &mut Entry<P>) {
         let release = self.settings.release_excess;
-        if entry.state.allocation_needed() || entry.state.release_needed(release) {
+        // A new mark also wakes the maintainer, which then waits for the earliest one.
+        if entry.state.allocation_needed()
+            || entry.state.release_needed(release)
+            || entry.state.cidr_marks.take_changed()
+        {
             entry.state.waiting_for_maintenance = true;
             entry.kick.notify_one();
         }

@@ -8,6 +8,7 @@ use std::{net::IpAddr, time::Instant};
 use super::{
     Available, InterfaceStats,
     needed::{DEFAULT_PRE_ALLOCATE, Watermarks, excess, needed},
+    release::CidrMarks,
     view::CloudNodeView,
 };
 
@@ -36,6 +37,8 @@ pub struct NodeState<S, T> {
     pub instance_missing: bool,
     /// A recovery sync was fired for the current missing episode.
     pub instance_sync_retriggered: bool,
+    /// CIDRs a 1.20+ agent gave back, waiting for the release delay.
+    pub cidr_marks: CidrMarks,
 }
 
 impl<S, T> NodeState<S, T> {
@@ -54,6 +57,7 @@ impl<S, T> NodeState<S, T> {
             error: String::new(),
             instance_missing: false,
             instance_sync_retriggered: false,
+            cidr_marks: CidrMarks::default(),
         }
     }
 
@@ -139,9 +143,13 @@ impl<S, T> NodeState<S, T> {
             && (self.static_ip_needed() || self.needed > 0)
     }
 
-    /// Whether a round would release something (or answer the agent's release answers).
+    /// Whether a round would release something through the 1.19 handshake (or answer the
+    /// agent's release answers); a 1.20+ agent's node releases through its marks instead.
     #[must_use]
     pub fn release_needed(&self, release_excess: bool) -> bool {
+        if self.view.allocated_v4.is_some() {
+            return false;
+        }
         let answered = self
             .view
             .release_ips

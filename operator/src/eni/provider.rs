@@ -4,7 +4,8 @@
 //! addresses (or /28 prefixes, with the fall-back to addresses) on an ENI with room, a new ENI
 //! when none has room (subnet, security groups and device index chosen as Cilium does;
 //! created, attached, marked delete-on-termination, and deleted again if the attachment
-//! fails, so that nothing leaks), a 1.19 agent's release, and the static Elastic IP.
+//! fails, so that nothing leaks), the release of what a 1.20+ agent gave back
+//! ([`release`]) or a 1.19 agent's handshake, and the static Elastic IP.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -12,6 +13,7 @@ use std::{
     sync::{Mutex, PoisonError},
 };
 
+use ipnet::{IpNet, Ipv4Net};
 use tracing::warn;
 use weft_k8s::crd::eni::{Eni, EniSpec, EniStatus};
 
@@ -23,8 +25,8 @@ use super::{
     ops::{Classify, Ec2Ops, Size},
 };
 use crate::cloud::{
-    AllocationAction, Available, CloudProvider, InstanceSyncError, InterfaceStats, NodeRef,
-    ReleaseAction,
+    AllocationAction, Available, CidrRelease, CloudProvider, InstanceSyncError, InterfaceStats,
+    NodeRef, ReleaseAction,
 };
 
 /// The allocator's settings.
@@ -391,9 +393,23 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
                     prefixes: false,
                 }))?;
         }
-        self.instances
-            .remove_addresses(node.instance_id, eni, &addresses);
+        let removed: Vec<IpNet> = (prefixes.iter().copied())
+            .chain(singles.iter().copied().map(IpNet::from))
+            .collect();
+        self.instances.remove(node.instance_id, eni, &removed);
         Ok(())
+    }
+
+    fn releasable_cidrs(&self, node: NodeRef<'_, EniSpec>) -> Option<BTreeSet<Ipv4Net>> {
+        self.releasable_of(node)
+    }
+
+    async fn release_cidrs(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        cidrs: &[Ipv4Net],
+    ) -> CidrRelease<Self::Error> {
+        self.release_cidr_list(node, cidrs).await
     }
 
     fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {
@@ -408,5 +424,6 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
 
 mod create;
 mod error;
+mod release;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@
 //! (the next one's `ClientToken` finds the first's, which it attaches).
 
 mod moto;
+mod release;
 
 use std::{collections::BTreeSet, time::Duration};
 

@@ -8,6 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
@@ -48,6 +49,15 @@ pub(super) enum RoundError<E: std::error::Error + 'static> {
     /// A new interface could not be created (Cilium's text).
     #[error("unable to create a new interface")]
     CreateInterface(#[source] E),
+    /// Releasing CIDRs a 1.20+ agent gave back failed.
+    #[error("unable to release CIDRs {cidrs:?}")]
+    ReleaseCidrs {
+        /// The CIDRs not released.
+        cidrs: Vec<Ipv4Net>,
+        /// The provider's error.
+        #[source]
+        source: E,
+    },
     /// Releasing addresses failed.
     #[error("unable to release addresses {ips:?}")]
     Release {
@@ -99,7 +109,8 @@ impl<P: CloudProvider> Shared<P> {
             return Ok(false);
         };
         let node = Self::node_ref(&view);
-        let mut mutated = false;
+        // Cilium's maintenance releases what 1.20+ agents gave back before anything else.
+        let mut mutated = self.settings.release_excess && self.release_cidrs(name, node).await?;
         if static_needed {
             let ip = self
                 .provider
@@ -112,7 +123,7 @@ impl<P: CloudProvider> Shared<P> {
             }
             mutated = true;
         }
-        if self.settings.release_excess {
+        if self.settings.release_excess && view.allocated_v4.is_none() {
             let action = if excess > 0 {
                 self.provider
                     .prepare_release(node, u64::try_from(excess).unwrap_or(0), &view.used)
@@ -230,6 +241,47 @@ impl<P: CloudProvider> Shared<P> {
         }
     }
 
+    /// Release the CIDRs whose marks are older than the delay. Returns whether any was.
+    async fn release_cidrs(
+        &self,
+        name: &str,
+        node: NodeRef<'_, P::NodeSpec>,
+    ) -> Result<bool, RoundError<P::Error>> {
+        let delay = self.settings.release_delay;
+        let due = match self.lock().get(name) {
+            Some(entry) => entry
+                .state
+                .cidr_marks
+                .due(tokio::time::Instant::now(), delay),
+            None => return Ok(false),
+        };
+        if due.is_empty() {
+            return Ok(false);
+        }
+        let started = Instant::now();
+        let outcome = self.provider.release_cidrs(node, &due).await;
+        let secs = started.elapsed().as_secs_f64();
+        let released: Vec<Ipv4Net> = outcome.released.values().flatten().copied().collect();
+        if let Some(entry) = self.lock().get_mut(name) {
+            entry.state.cidr_marks.unmark(&released);
+            entry.state.cidr_marks.unmark(&outcome.gone);
+        }
+        for (subnet, cidrs) in &outcome.released {
+            self.observer
+                .round(Outcome::Released, subnet, cidr_addresses(cidrs), secs);
+            info!(node = %name, %subnet, ?cidrs, "released CIDRs the agent gave back");
+        }
+        match outcome.error {
+            Some(source) => Err(RoundError::ReleaseCidrs {
+                cidrs: (due.into_iter())
+                    .filter(|c| !released.contains(c) && !outcome.gone.contains(c))
+                    .collect(),
+                source,
+            }),
+            None => Ok(!released.is_empty()),
+        }
+    }
+
     /// The operator's side of the release handshake for `action`'s addresses.
     async fn release(
         &self,
@@ -338,6 +390,14 @@ impl<P: CloudProvider> Shared<P> {
     }
 }
 
+/// Addresses in `cidrs`.
+fn cidr_addresses(cidrs: &[Ipv4Net]) -> u64 {
+    cidrs
+        .iter()
+        .map(|c| 1u64 << (32 - u32::from(c.prefix_len())))
+        .sum()
+}
+
 fn backoff(failures: u32, nodes: usize) -> Duration {
     let base = Duration::from_secs(1).saturating_mul(1 << failures.min(10));
     // Cilium scales by ln(1 + nodes) so that a large cluster's retries spread out.
@@ -356,7 +416,19 @@ pub(super) async fn maintainer<P: CloudProvider>(
     let mut retry_at: Option<tokio::time::Instant> = None;
     let mut hold_until: Option<tokio::time::Instant> = None;
     loop {
-        match retry_at {
+        // The earliest release mark comes due like a retry.
+        let due = shared.lock().get(&name).and_then(|entry| {
+            (shared.settings.release_excess)
+                .then(|| {
+                    entry
+                        .state
+                        .cidr_marks
+                        .next_due(shared.settings.release_delay)
+                })
+                .flatten()
+        });
+        let wake = [retry_at, due].into_iter().flatten().min();
+        match wake {
             Some(at) => {
                 tokio::select! {
                     () = kick.notified() => {}

@@ -189,6 +189,7 @@ impl Ec2Ops for Fake {
         let mut ec2 = self.0.lock().unwrap();
         ec2.calls
             .push(format!("unassign {eni} {addresses:?} {prefixes:?}"));
+        ec2.fault("unassign")?;
         let found = ec2.eni_mut(eni).unwrap();
         found
             .addresses
