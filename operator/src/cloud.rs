@@ -203,6 +203,23 @@ pub trait CloudProvider: Send + Sync + 'static {
     fn creation_condition(_error: &Self::Error) -> &'static str {
         "failed"
     }
+    /// Whether the node, whose agent asks for `requested_v6` IPv6 addresses, lacks the IPv6
+    /// prefix its interfaces would hand them out of (by default never: no IPv6 prefixes).
+    fn ipv6_prefix_needed(&self, node: NodeRef<'_, Self::NodeSpec>, requested_v6: u64) -> bool {
+        let _ = (node, requested_v6);
+        false
+    }
+    /// Give the node its IPv6 prefix: on a usable interface, or on a new one that also holds
+    /// up to `with_v4` IPv4 addresses; returns the IPv4 addresses a new interface holds (0: no
+    /// interface was created).
+    fn allocate_ipv6_prefix(
+        &self,
+        node: NodeRef<'_, Self::NodeSpec>,
+        with_v4: u64,
+    ) -> impl Future<Output = Result<u64, Self::Error>> + Send {
+        let _ = (node, with_v4);
+        std::future::ready(Ok(0))
+    }
     /// Assign a static public IP chosen by `tags`; returns the address.
     fn allocate_static_ip(
         &self,

@@ -188,7 +188,12 @@ impl<P: CloudProvider> Shared<P> {
                 "Instance not found! Please delete corresponding ciliumnode if instance has already been deleted");
         }
         let max = self.provider.max_allocatable(Self::node_ref(&state.view));
+        let known = cloud.is_ok();
         state.recalculate(cloud.ok(), max);
+        let requested_v6 = state.view.requested_default_v6;
+        state.ipv6_prefixes_needed = u64::from(
+            known && (self.provider).ipv6_prefix_needed(Self::node_ref(&state.view), requested_v6),
+        );
         if self.settings.release_excess
             && let Some(allocated) = &state.view.allocated_v4
             && let Some(attached) = self.provider.releasable_cidrs(Self::node_ref(&state.view))

@@ -39,6 +39,9 @@ pub struct NodeState<S, T> {
     pub instance_sync_retriggered: bool,
     /// CIDRs a 1.20+ agent gave back, waiting for the release delay.
     pub cidr_marks: CidrMarks,
+    /// IPv6 prefixes the node lacks (Cilium's needed prefixes: 1 when the agent asks for IPv6
+    /// addresses and the node has no prefix, else 0).
+    pub ipv6_prefixes_needed: u64,
 }
 
 impl<S, T> NodeState<S, T> {
@@ -58,6 +61,7 @@ impl<S, T> NodeState<S, T> {
             instance_missing: false,
             instance_sync_retriggered: false,
             cidr_marks: CidrMarks::default(),
+            ipv6_prefixes_needed: 0,
         }
     }
 
@@ -140,7 +144,7 @@ impl<S, T> NodeState<S, T> {
     pub fn allocation_needed(&self) -> bool {
         !self.waiting_for_maintenance
             && self.resync_needed.is_none()
-            && (self.static_ip_needed() || self.needed > 0)
+            && (self.static_ip_needed() || self.needed > 0 || self.ipv6_prefixes_needed > 0)
     }
 
     /// Whether a round would release something through the 1.19 handshake (or answer the

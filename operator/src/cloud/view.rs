@@ -56,6 +56,8 @@ pub struct CloudNodeView<S, T> {
     /// The IPv4 demand of pool `default` in `spec.ipam.pools.requested` (a 1.20+ agent
     /// reports its demand there instead of `status.ipam.used`).
     pub requested_default: Option<u64>,
+    /// The IPv6 demand of pool `default` in `spec.ipam.pools.requested`.
+    pub requested_default_v6: u64,
     /// The IPv4 CIDRs of `spec.ipam.pools.allocated` (every pool), which a 1.20+ agent of a
     /// cloud mode writes with what it keeps; `None` when the node has no `spec.ipam.pools`
     /// (a 1.19 agent).
@@ -103,6 +105,7 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
                 })
                 .collect()
         });
+        let default = (requested.iter().flatten()).find(|r| r.pool == DEFAULT_POOL);
         let mut view = Self {
             name: read.name().to_owned(),
             ignored: read.ignored(),
@@ -115,9 +118,8 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
             static_ip_tags: read.part(&ipam("static-ip-tags")),
             pool: pool.into_iter().map(|(ip, o)| (ip, o.resource)).collect(),
             used: used.into_iter().map(|(ip, _)| ip).collect(),
-            requested_default: (requested.into_iter().flatten())
-                .find(|r| r.pool == DEFAULT_POOL)
-                .map(|r| u64::from(r.needed.ipv4_addrs)),
+            requested_default: default.map(|r| u64::from(r.needed.ipv4_addrs)),
+            requested_default_v6: default.map_or(0, |r| u64::from(r.needed.ipv6_addrs)),
             allocated_v4,
             release_ips: read.part(&status("release-ips")),
             assigned_static_ip: read.part(&status("assigned-static-ip")),

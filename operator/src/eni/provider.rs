@@ -290,7 +290,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         node: NodeRef<'_, EniSpec>,
         action: &AllocationAction,
     ) -> Result<u64, Self::Error> {
-        self.create_eni(node, action.max_to_allocate).await
+        self.create_eni(node, action.max_to_allocate, false).await
     }
 
     fn creation_condition(error: &Self::Error) -> &'static str {
@@ -310,6 +310,37 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             } => "unableToMarkENIForDeletion",
             _ => "unableToAttachENI",
         }
+    }
+
+    fn ipv6_prefix_needed(&self, node: NodeRef<'_, EniSpec>, requested_v6: u64) -> bool {
+        requested_v6 > 0
+            && self
+                .with_node(node, |view, _| {
+                    view.enis.values().all(|eni| eni.ipv6_prefixes.is_empty())
+                })
+                .unwrap_or(false)
+    }
+
+    async fn allocate_ipv6_prefix(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        with_v4: u64,
+    ) -> Result<u64, Self::Error> {
+        let usable = self.with_node(node, |view, _| {
+            (view.enis.values())
+                .filter(|eni| !eni.is_excluded_by_spec(node.spec))
+                .min_by_key(|eni| eni.number)
+                .map(|eni| eni.id.clone())
+        })?;
+        let Some(eni) = usable else {
+            return self.create_eni(node, with_v4, true).await;
+        };
+        self.instances
+            .inventory
+            .assign_ipv6_prefix(&eni)
+            .await
+            .map_err(EniError::ec2(Call::AssignIpv6(eni.clone())))?;
+        Ok(0)
     }
 
     async fn allocate_static_ip(

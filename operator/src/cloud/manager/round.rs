@@ -31,6 +31,9 @@ pub(super) enum RoundError<E: std::error::Error + 'static> {
     /// The instance could not be read again.
     #[error(transparent)]
     InstanceSync(E),
+    /// The IPv6 prefix could not be assigned.
+    #[error("unable to assign an IPv6 prefix")]
+    Ipv6Prefix(#[source] E),
     /// The static public IP could not be assigned.
     #[error("unable to assign a static public IP")]
     StaticIp(#[source] E),
@@ -95,7 +98,7 @@ impl<P: CloudProvider> Shared<P> {
                 }
             }
         }
-        let Some((view, available, needed, excess, static_needed)) =
+        let Some((view, available, needed, excess, static_needed, ipv6_needed)) =
             self.lock().get(name).map(|e| {
                 (
                     e.state.view.clone(),
@@ -103,6 +106,7 @@ impl<P: CloudProvider> Shared<P> {
                     e.state.needed,
                     e.state.excess,
                     e.state.static_ip_needed(),
+                    e.state.ipv6_prefixes_needed > 0,
                 )
             })
         else {
@@ -139,11 +143,25 @@ impl<P: CloudProvider> Shared<P> {
                     .map(|r| r || mutated);
             }
         }
-        if needed <= 0 {
+        let above = u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0);
+        let needed = u64::try_from(needed).unwrap_or(0);
+        if ipv6_needed {
+            // Before the IPv4 addresses, as Cilium does; a new interface carries both.
+            let with_v4 = if needed > 0 { needed + above } else { 0 };
+            let held = self
+                .provider
+                .allocate_ipv6_prefix(node, with_v4)
+                .await
+                .map_err(RoundError::Ipv6Prefix)?;
+            info!(node = %name, new_interface_addresses = held, "assigned an IPv6 prefix");
+            if held > 0 || needed == 0 {
+                return Ok(true);
+            }
+            mutated = true;
+        }
+        if needed == 0 {
             return Ok(mutated);
         }
-        let needed = u64::try_from(needed).unwrap_or(0);
-        let above = u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0);
         Ok(self.allocate(node, needed, above).await? || mutated)
     }
 

@@ -16,6 +16,7 @@ use crate::{
 };
 
 mod fake;
+mod ipv6;
 mod release;
 
 use fake::{ATTACH_LIMIT, Fake, INDEX_TAKEN, PREFIX_CAPACITY, subnet_of};
