@@ -30,7 +30,7 @@ use crate::{
         netlink::{NetlinkError, PodIface},
         netns::{self, NetNsError},
     },
-    ipam::{input::PoolInput, manager::Allocated, sanity::address_clash},
+    ipam::{cloud::PodRouting, input::PoolInput, manager::Allocated, sanity::address_clash},
     metrics::cni::Phase,
 };
 
@@ -41,6 +41,8 @@ struct Reserved {
     allocated: Vec<Allocated>,
     pool_id: PoolIdPerFamily,
     router: Vec<IpAddr>,
+    /// Where each address's traffic leaves the node (cloud modes).
+    routing: Vec<PodRouting>,
 }
 
 /// How long each step of one ADD took (logged with it, and observed per phase).
@@ -155,6 +157,20 @@ impl Daemon {
         if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
             return Err(refused);
         }
+        let routing = match self.routing_of(&state, &allocated) {
+            Ok(routing) => routing,
+            Err(e) => {
+                let addrs: Vec<_> = allocated.iter().map(|a| (a.ip, a.pool.clone())).collect();
+                self.release(&mut state, &addrs);
+                return Err(error(
+                    v,
+                    code::IPAM_FAILED,
+                    e.to_string(),
+                    "the CiliumNode's cloud interfaces do not hold the address; the operator \
+                     writes them (status.eni.enis, status.azure.interfaces)",
+                ));
+            }
+        };
         let pool_id = state.pool_ids.for_addrs(
             allocated.iter().map(|a| (a.ip, a.pool.as_str())),
             &self.config.default_pool,
@@ -177,7 +193,22 @@ impl Daemon {
             allocated,
             pool_id,
             router: state.router.clone(),
+            routing,
         })
+    }
+
+    /// The routing metadata of each allocated address (cloud modes; empty otherwise).
+    fn routing_of(
+        &self,
+        state: &State,
+        allocated: &[Allocated],
+    ) -> Result<Vec<PodRouting>, crate::ipam::cloud::RoutingError> {
+        let extra = super::cloud::extra_cidrs(&self.config);
+        let mut out = Vec::new();
+        for a in allocated {
+            out.extend(state.ipam.pod_routing(a.ip, &extra)?);
+        }
+        Ok(out)
     }
 
     /// An address inside one of the node's own networks (a pod range that overlaps them,
@@ -250,6 +281,7 @@ impl Daemon {
             result: None,
             not_restored: None,
             deleting: false,
+            routing: reserved.routing.clone(),
         };
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {
@@ -280,10 +312,28 @@ impl Daemon {
                 chain(&e),
             ));
         }
+        let routed = phases
+            .time(
+                Phase::Program,
+                super::cloud::install(&self.config, &reserved.routing),
+            )
+            .await;
+        if let Err(e) = routed {
+            self.unroute(&addrs).await;
+            self.unwire(&record.host_ifname, &addrs).await;
+            let _ = self.records.remove(&pod.container_id, &pod.ifname);
+            return Err(error(
+                v,
+                code::DATAPATH_FAILED,
+                format!("routing {} through its cloud interface failed", pod.ifname),
+                chain(&e),
+            ));
+        }
         let result = build_result(v, pod, &iface, allocated, &reserved.router);
         record.result = Some(result.clone());
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {
+            self.unroute(&addrs).await;
             self.unwire(&record.host_ifname, &addrs).await;
             // The intent must not outlive the release: a start-up would purge the addresses'
             // entries, by then perhaps another pod's.
@@ -313,6 +363,15 @@ impl Daemon {
                 Datapath::create_pod_iface(spec).await
             }
             other => other,
+        }
+    }
+
+    /// Undo the source routing of a failed ADD (cloud modes).
+    async fn unroute(&self, addrs: &[IpAddr]) {
+        if super::cloud::routes_pods(self.config.ipam)
+            && let Err(undo) = super::cloud::remove(addrs).await
+        {
+            warn!(error = %chain(&undo), "undo: removing the pod's source routing");
         }
     }
 

@@ -133,6 +133,7 @@ mod tests {
             result: None,
             not_restored: None,
             deleting: false,
+            routing: Vec::new(),
         }
     }
 
