@@ -43,6 +43,8 @@ struct Reserved {
     router: Vec<IpAddr>,
     /// Where each address's traffic leaves the node (cloud modes).
     routing: Vec<PodRouting>,
+    /// Why an address has no routing metadata.
+    routing_problem: Option<String>,
 }
 
 /// How long each step of one ADD took (logged with it, and observed per phase).
@@ -157,20 +159,7 @@ impl Daemon {
         if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
             return Err(refused);
         }
-        let routing = match self.routing_of(&state, &allocated) {
-            Ok(routing) => routing,
-            Err(e) => {
-                let addrs: Vec<_> = allocated.iter().map(|a| (a.ip, a.pool.clone())).collect();
-                self.release(&mut state, &addrs);
-                return Err(error(
-                    v,
-                    code::IPAM_FAILED,
-                    e.to_string(),
-                    "the CiliumNode's cloud interfaces do not hold the address; the operator \
-                     writes them (status.eni.enis, status.azure.interfaces)",
-                ));
-            }
-        };
+        let (routing, routing_problem) = self.routing_of(&state, &owner, &allocated);
         let pool_id = state.pool_ids.for_addrs(
             allocated.iter().map(|a| (a.ip, a.pool.as_str())),
             &self.config.default_pool,
@@ -194,21 +183,32 @@ impl Daemon {
             pool_id,
             router: state.router.clone(),
             routing,
+            routing_problem,
         })
     }
 
-    /// The routing metadata of each allocated address (cloud modes; empty otherwise).
+    /// The routing metadata of each allocated address (cloud modes; empty otherwise), and why
+    /// an address has none. A pod without it still gets its address (its traffic then leaves
+    /// by the main table): the problem is logged and `weft-agent status` lists it.
     fn routing_of(
         &self,
         state: &State,
+        owner: &str,
         allocated: &[Allocated],
-    ) -> Result<Vec<PodRouting>, crate::ipam::cloud::RoutingError> {
+    ) -> (Vec<PodRouting>, Option<String>) {
         let extra = super::cloud::extra_cidrs(&self.config);
         let mut out = Vec::new();
+        let mut problem = None;
         for a in allocated {
-            out.extend(state.ipam.pod_routing(a.ip, &extra)?);
+            match state.ipam.pod_routing(a.ip, &extra) {
+                Ok(routing) => out.extend(routing),
+                Err(e) => {
+                    warn!(pod = %owner, ip = %a.ip, error = %e, "the pod's traffic is not routed through its cloud interface");
+                    problem = Some(e.to_string());
+                }
+            }
         }
-        Ok(out)
+        (out, problem)
     }
 
     /// An address inside one of the node's own networks (a pod range that overlaps them,
@@ -282,6 +282,7 @@ impl Daemon {
             not_restored: None,
             deleting: false,
             routing: reserved.routing.clone(),
+            routing_problem: reserved.routing_problem.clone(),
         };
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {
@@ -319,15 +320,10 @@ impl Daemon {
             )
             .await;
         if let Err(e) = routed {
+            // As without metadata: the pod keeps its address, the problem is reported.
             self.unroute(&addrs).await;
-            self.unwire(&record.host_ifname, &addrs).await;
-            let _ = self.records.remove(&pod.container_id, &pod.ifname);
-            return Err(error(
-                v,
-                code::DATAPATH_FAILED,
-                format!("routing {} through its cloud interface failed", pod.ifname),
-                chain(&e),
-            ));
+            warn!(pod = %reserved.owner, error = %chain(&e), "the pod's traffic is not routed through its cloud interface");
+            record.routing_problem = Some(chain(&e));
         }
         let result = build_result(v, pod, &iface, allocated, &reserved.router);
         record.result = Some(result.clone());

@@ -214,6 +214,12 @@ impl Daemon {
             }
         };
         for record in &records {
+            if let Some(problem) = &record.routing_problem {
+                problems.push(format!(
+                    "endpoint {} ({}): not routed through its cloud interface: {problem}",
+                    record.container_id, record.owner
+                ));
+            }
             let attached = stats.attachments.iter().any(|a| {
                 a.program == agent_common::maps::PROG_FROM_CONTAINER
                     && a.ifname == record.host_ifname

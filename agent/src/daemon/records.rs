@@ -57,6 +57,10 @@ pub struct EndpointRecord {
     /// routing rebuilt from here at start-up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub routing: Vec<PodRouting>,
+    /// Why the pod's traffic is not routed through its cloud interface (no interface of the
+    /// CiliumNode holds an address, or no link has its MAC); `status` lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_problem: Option<String>,
 }
 
 /// The records directory.
@@ -218,6 +222,7 @@ mod tests {
             not_restored: None,
             deleting: false,
             routing: Vec::new(),
+            routing_problem: None,
         }
     }
 

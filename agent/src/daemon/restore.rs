@@ -134,6 +134,7 @@ mod tests {
             not_restored: None,
             deleting: false,
             routing: Vec::new(),
+            routing_problem: None,
         }
     }
 

@@ -12,7 +12,7 @@ use rtnetlink::{
     LinkUnspec, RouteMessageBuilder,
     packet_route::{
         link::{LinkAttribute, LinkMessage},
-        route::RouteScope,
+        route::{RouteProtocol, RouteScope},
     },
 };
 
@@ -179,6 +179,7 @@ pub async fn delete_subnet_route(
         })?
         .output_interface(link.index)
         .scope(RouteScope::Link)
+        .protocol(RouteProtocol::Kernel)
         .build();
     match handle.route().del(route).execute().await {
         Ok(()) => Ok(true),
