@@ -22,6 +22,8 @@ pub(crate) struct EniNode {
     pub(crate) vpc: Vpc,
     pub(crate) cluster: Cluster,
     pub(crate) agent: Agent,
+    /// ENI 1's `rp_filter` before the agent started.
+    pub(crate) rp_filter_before: String,
     _node: ThreadNetNs,
 }
 
@@ -66,6 +68,9 @@ impl EniNode {
         vpc.attach("eth1", "02:00:00:00:00:20", "10.6.1.0/24", &ENI1, 1500);
         cloud::boot_primary(&eth0, "10.6.0.10");
         assert!(vpc.host_reachable(), "the VPC host answers the VPC");
+        // Strict reverse-path filtering, as many images set it: the agent turns it off.
+        std::fs::write(RP_FILTER, "1").expect("rp_filter");
+        let rp_filter_before = rp_filter();
         let cluster = Cluster::start("node-e", "aws:///us-east-1a/i-0123456789abcdef0");
         let mut all = vec!["--ipam", "eni", "--enable-health-checking", "false"];
         all.extend_from_slice(flags);
@@ -87,6 +92,7 @@ impl EniNode {
             vpc,
             cluster,
             agent,
+            rp_filter_before,
             _node: node,
         }
     }
@@ -96,6 +102,16 @@ impl EniNode {
         self.cluster.add_pod(name, "node-e");
         add(&self.agent, "default", name)
     }
+}
+
+/// ENI 1's `rp_filter` (in the calling thread's namespace).
+const RP_FILTER: &str = "/proc/sys/net/ipv4/conf/eth1/rp_filter";
+
+fn rp_filter() -> String {
+    std::fs::read_to_string(RP_FILTER)
+        .expect("rp_filter")
+        .trim()
+        .to_owned()
 }
 
 /// `ip -j addr show dev <ifname>`: its MTU, whether it is up, its IPv4 addresses.
@@ -152,8 +168,7 @@ fn a_pod_on_eni_1(node: &EniNode) -> Pod {
         !main.iter().any(|r| r.starts_with("10.6.1.0/24")),
         "the kernel's subnet route of ENI 1 is deleted: {main:?}"
     );
-    let rp = std::fs::read_to_string("/proc/sys/net/ipv4/conf/eth1/rp_filter").expect("rp_filter");
-    assert_eq!(rp.trim(), "0", "rp_filter is off on ENI 1");
+    assert_eq!(rp_filter(), "0", "rp_filter is off on ENI 1");
     let pod = node.pod("a");
     let ip = pod.ips[0].to_string();
     assert!(
@@ -243,7 +258,7 @@ fn a_pod_on_the_second_eni_reaches_the_vpc_host_through_it() {
         Vec::<String>::new(),
         "cleanup said:\n{said}"
     );
-    let rp = std::fs::read_to_string("/proc/sys/net/ipv4/conf/eth1/rp_filter").expect("rp_filter");
+    assert_eq!(rp_filter(), node.rp_filter_before, "rp_filter is put back");
     let all = run(Command::new("ip").args(["rule", "show"]));
     let all = String::from_utf8_lossy(&all.stdout).into_owned();
     assert!(
@@ -253,7 +268,7 @@ fn a_pod_on_the_second_eni_reaches_the_vpc_host_through_it() {
     );
     assert!(
         said.contains("removed ENI address: 10.6.1.20/24 dev eth1"),
-        "{said}\nrp_filter {rp}"
+        "{said}"
     );
 }
 
