@@ -362,7 +362,10 @@ impl Daemon {
                     // still running holds its lock for as long as the kernel takes.
                     tokio::spawn({
                         let daemon = Arc::clone(&daemon);
-                        async move { daemon.retry_finishes().await }
+                        async move {
+                            daemon.retry_finishes().await;
+                            daemon.repair_pod_routing().await;
+                        }
                     });
                     queue::replay_deletes(&daemon).await;
                     netdev::reload_masq(&mut *daemon.state.lock().await);

@@ -186,6 +186,55 @@ async fn flush_unused_tables(removed: &[RuleRow]) -> Result<(), NetlinkError> {
     Ok(())
 }
 
+impl super::Daemon {
+    /// On the tick (cloud modes): install again the source routing of every wired pod whose
+    /// rules are gone (a link that came up late, a hand's `ip rule flush`), under the pod's
+    /// attachment lock so no DEL is undone.
+    pub(crate) async fn repair_pod_routing(&self) {
+        if !routes_pods(self.config.ipam) {
+            return;
+        }
+        let (Ok(rows), Ok((records, _))) = (cloud::list().await, self.records.all()) else {
+            return;
+        };
+        let routed: BTreeSet<IpAddr> = rows
+            .iter()
+            .filter(|r| r.priority != cloud::INGRESS_PRIORITY)
+            .filter_map(cloud::pod_of)
+            .collect();
+        for stale in records
+            .into_iter()
+            .filter(|r| r.routing.iter().any(|p| !routed.contains(&p.ip)))
+        {
+            let _attachment = self
+                .attachments
+                .lock(&stale.container_id, &stale.ifname)
+                .await;
+            let Ok(Some(mut record)) = self.records.get(&stale.container_id, &stale.ifname) else {
+                continue;
+            };
+            if record.deleting || record.result.is_none() {
+                continue;
+            }
+            match install(&self.config, &record.routing).await {
+                Ok(()) => {
+                    info!(pod = %record.owner, "the pod's source routing is back");
+                    // Every address has its routing now (none lacked metadata): no problem left.
+                    if record.routing.len() == record.addrs.len()
+                        && record.routing_problem.take().is_some()
+                        && let Err(error) = self.records.put(&record)
+                    {
+                        warn!(error = %chain(&error), "updating the endpoint record");
+                    }
+                }
+                Err(error) => {
+                    warn!(pod = %record.owner, error = %chain(&error), "the pod's source routing is still missing");
+                }
+            }
+        }
+    }
+}
+
 /// Start-up: remove the rules of addresses no live record holds (an agent killed inside a
 /// DEL, a pod gone while it was down).
 pub(crate) async fn sweep(live: &BTreeSet<IpAddr>) {

@@ -67,3 +67,36 @@ fn a_new_eni_is_configured_and_used_and_a_missing_link_is_reported() {
     assert_eq!(node.vpc.drops(), 0);
     assert!(node.agent.running(), "a missing link is not fatal");
 }
+
+/// Rules lost while the agent runs (a hand's `ip rule flush`, a link that came back) are
+/// installed again on the agent's one-minute tick.
+#[test]
+fn a_pod_s_lost_rules_come_back_on_the_tick() {
+    let node = EniNode::start(&[], &[]);
+    wait_interface(&node.agent, "eni-1", "configured");
+    let pod = node.pod("a");
+    let ip = pod.ips[0];
+    let rules = cloud::rules_of(ip);
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    for priority in ["111", "20"] {
+        let args = ["rule", "del", "priority", priority];
+        let selector = if priority == "20" { "to" } else { "from" };
+        weft_tests::run(
+            std::process::Command::new("ip")
+                .args(args)
+                .args([selector, &ip.to_string()]),
+        );
+    }
+    assert!(cloud::rules_of(ip).is_empty());
+    weft_tests::wait_for(
+        "the tick to install the rules again",
+        std::time::Duration::from_secs(90),
+        || {
+            let now = cloud::rules_of(ip);
+            (now == rules)
+                .then_some(())
+                .ok_or_else(|| format!("{now:?}"))
+        },
+    );
+    assert!((0..3).any(|_| ping(&pod, IpAddr::V4(HOST_IP))));
+}
