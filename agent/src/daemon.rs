@@ -13,6 +13,7 @@
 
 mod add;
 mod attachment_lock;
+pub mod cloud;
 mod del;
 mod identities;
 mod lock;
@@ -241,6 +242,8 @@ pub struct Daemon {
     pub(crate) pod_ifaces: attachment_lock::AttachmentLocks,
     /// Where an answered DEL goes to be finished.
     pub(crate) finisher: del::Finisher,
+    /// The ENI device configurator (eni mode).
+    pub(crate) devices: cloud::devices::Devices,
     /// Every metric; operations count into it, scrapes refresh it ([`Refresh`]).
     pub(crate) metrics: Arc<Metrics>,
     /// How the datapath attaches (read once, so status and scrapes need no lock).
@@ -359,7 +362,10 @@ impl Daemon {
                     // still running holds its lock for as long as the kernel takes.
                     tokio::spawn({
                         let daemon = Arc::clone(&daemon);
-                        async move { daemon.retry_finishes().await }
+                        async move {
+                            daemon.retry_finishes().await;
+                            daemon.repair_pod_routing().await;
+                        }
                     });
                     queue::replay_deletes(&daemon).await;
                     netdev::reload_masq(&mut *daemon.state.lock().await);
@@ -447,6 +453,9 @@ impl Daemon {
             self.config.auto_direct_node_routes,
         )
         .await;
+        if self.config.ipam == crate::ipam::mode::IpamMode::Eni {
+            self.devices.observe(state.ipam.cloud());
+        }
         let mut write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         write.cilium_internal_ips = router::write_back(&state.router, snapshot.own_node());
         drop(state);

@@ -14,6 +14,7 @@
 
 use std::net::IpAddr;
 
+pub mod cloud;
 pub mod crdalloc;
 pub mod hostscope;
 pub mod input;
