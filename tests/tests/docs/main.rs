@@ -65,7 +65,8 @@ fn readme_and_docs_pass_the_checks() {
 }
 
 /// docs/architecture.md: `weft-agent` → `weft-cluster-ipam` ← `weft-operator`, all three →
-/// `weft-k8s`, and neither program depends on the other (so the agent links no cloud client).
+/// `weft-k8s`, `weft-operator` → `weft-aws-imds` (which depends on no weft crate), and neither
+/// program depends on the other (so the agent links no cloud client).
 #[test]
 fn the_crates_depend_one_way_as_the_architecture_says() {
     let out = std::process::Command::new(env!("CARGO"))
@@ -101,9 +102,13 @@ fn the_crates_depend_one_way_as_the_architecture_says() {
             .collect()
     };
     assert_eq!(deps("weft-agent"), ["weft-cluster-ipam", "weft-k8s"]);
-    assert_eq!(deps("weft-operator"), ["weft-cluster-ipam", "weft-k8s"]);
+    assert_eq!(
+        deps("weft-operator"),
+        ["weft-aws-imds", "weft-cluster-ipam", "weft-k8s"]
+    );
     assert_eq!(deps("weft-cluster-ipam"), ["weft-k8s"]);
     assert_eq!(deps("weft-k8s"), Vec::<String>::new());
+    assert_eq!(deps("weft-aws-imds"), Vec::<String>::new());
 }
 
 /// docs/architecture.md: a module with children is `foo.rs` beside `foo/`, never `foo/mod.rs`.
