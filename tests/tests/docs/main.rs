@@ -65,8 +65,8 @@ fn readme_and_docs_pass_the_checks() {
 }
 
 /// docs/architecture.md: `weft-agent` → `weft-cluster-ipam` ← `weft-operator`, all three →
-/// `weft-k8s`, `weft-operator` → `weft-aws-imds` (which depends on no weft crate), and neither
-/// program depends on the other (so the agent links no cloud client).
+/// `weft-k8s`, both programs → `weft-aws-imds` (which depends on no weft crate), and neither
+/// program depends on the other (so the agent links no cloud API client, only IMDS's).
 #[test]
 fn the_crates_depend_one_way_as_the_architecture_says() {
     let out = std::process::Command::new(env!("CARGO"))
@@ -101,7 +101,10 @@ fn the_crates_depend_one_way_as_the_architecture_says() {
             .map(str::to_owned)
             .collect()
     };
-    assert_eq!(deps("weft-agent"), ["weft-cluster-ipam", "weft-k8s"]);
+    assert_eq!(
+        deps("weft-agent"),
+        ["weft-aws-imds", "weft-cluster-ipam", "weft-k8s"]
+    );
     assert_eq!(
         deps("weft-operator"),
         ["weft-aws-imds", "weft-cluster-ipam", "weft-k8s"]

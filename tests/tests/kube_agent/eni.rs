@@ -1,6 +1,8 @@
 //! ENI mode against Kubernetes: the pool is the node's ENI addresses from `status.eni.enis`
 //! as the ENI operator writes them, with no CiliumPodIPPool in the cluster (Cilium's ENI mode
-//! has none).
+//! has none); node discovery from IMDS in [`imds`].
+
+mod imds;
 
 use std::time::Duration;
 
