@@ -17,6 +17,7 @@ pub mod cloud;
 mod del;
 mod identities;
 mod lock;
+mod native_routing;
 mod netdev;
 mod node_store;
 mod observe;
@@ -410,8 +411,9 @@ impl Daemon {
     }
 
     /// Feed the store's newest snapshot to IPAM, finish restores, and queue the CiliumNode
-    /// write-back; keep the node's addresses in the IPCache. (The masquerade exclusions are
-    /// re-read by their file's watch and the tick, not here.)
+    /// write-back; keep the node's addresses in the IPCache, and the masquerade exclusions of
+    /// the pools and of the native-routing CIDR (eni, azure: detected from the CiliumNode). (The
+    /// ip-masq-agent file is re-read by its watch and the tick, not here.)
     pub(crate) async fn sync(&self) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
@@ -442,6 +444,12 @@ impl Daemon {
         startup::finish_restore(&mut state, &self.opts, &self.records);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
         pool_masq::sync(&mut state, &snapshot.pools, &self.config.default_pool);
+        native_routing::sync(
+            &mut state,
+            self.config.ipam,
+            self.config.ipv4_native_routing_cidr,
+            snapshot.own_node(),
+        );
         let own_ips: std::collections::BTreeSet<IpAddr> =
             netdev::host_ips(&state, snapshot.own_node())
                 .into_iter()

@@ -22,6 +22,7 @@ pub use weft_k8s::labels;
 pub mod manager;
 pub mod mode;
 pub mod multipool;
+pub mod native_routing;
 pub mod prealloc;
 pub mod problems;
 pub mod sanity;
