@@ -475,6 +475,7 @@ impl Leading<'_> {
         let settings = Settings {
             parallel_workers: self.config.cloud.parallel_alloc_workers,
             release_excess: self.config.cloud.release_excess_ips,
+            release_delay: self.config.cloud.release_delay,
         };
         let observer = Box::new(CloudObserver(self.metrics.clone()));
         let manager = tokio::select! {

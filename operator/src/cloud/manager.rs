@@ -51,8 +51,12 @@ pub struct NodePatch {
 pub struct Settings {
     /// Rounds in flight at once (`--parallel-alloc-workers`, at least 1).
     pub parallel_workers: usize,
-    /// Release addresses beyond the watermarks (`--azure-release-excess-ips`).
+    /// Release addresses beyond the watermarks (`--azure-release-excess-ips`,
+    /// `--aws-release-excess-ips`).
     pub release_excess: bool,
+    /// How long a CIDR a 1.20+ agent gave back stays attached before it is released
+    /// (`--excess-ip-release-delay`).
+    pub release_delay: Duration,
 }
 
 /// What the metrics read of the manager after each resync.
@@ -204,7 +208,23 @@ impl<P: CloudProvider> Shared<P> {
                 "Instance not found! Please delete corresponding ciliumnode if instance has already been deleted");
         }
         let max = self.provider.max_allocatable(Self::node_ref(&state.view));
+        let known = cloud.is_ok();
         state.recalculate(cloud.ok(), max);
+        let requested_v6 = state.view.requested_default_v6;
+        state.ipv6_prefixes_needed = u64::from(
+            known && (self.provider).ipv6_prefix_needed(Self::node_ref(&state.view), requested_v6),
+        );
+        if self.settings.release_excess
+            && let Some(allocated) = &state.view.allocated_v4
+            && let Some(attached) = self.provider.releasable_cidrs(Self::node_ref(&state.view))
+            && state
+                .cidr_marks
+                .observe(allocated, &attached, tokio::time::Instant::now())
+        {
+            let marked = state.cidr_marks.marked();
+            info!(node = %state.view.name, ?marked, delay = ?self.settings.release_delay,
+                "CIDRs the agent gave back are released after the delay");
+        }
         let at_limit = state.wanted_beyond_limit(max).map(|wanted| {
             let reason = (self.provider.limit_reason(Self::node_ref(&state.view)))
                 .map(|r| format!(" ({r})"))
@@ -224,7 +244,11 @@ impl<P: CloudProvider> Shared<P> {
     /// Fire the node's round if it needs one.
     fn maybe_kick(&self, entry: &mut Entry<P>) {
         let release = self.settings.release_excess;
-        if entry.state.allocation_needed() || entry.state.release_needed(release) {
+        // A new mark also wakes the maintainer, which then waits for the earliest one.
+        if entry.state.allocation_needed()
+            || entry.state.release_needed(release)
+            || entry.state.cidr_marks.take_changed()
+        {
             entry.state.waiting_for_maintenance = true;
             entry.kick.notify_one();
         }

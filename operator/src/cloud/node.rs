@@ -8,6 +8,7 @@ use std::{net::IpAddr, time::Instant};
 use super::{
     Available, InterfaceStats,
     needed::{DEFAULT_PRE_ALLOCATE, Watermarks, excess, needed},
+    release::CidrMarks,
     view::CloudNodeView,
 };
 
@@ -41,6 +42,11 @@ pub struct NodeState<S, T> {
     pub instance_missing: bool,
     /// A recovery sync was fired for the current missing episode.
     pub instance_sync_retriggered: bool,
+    /// CIDRs a 1.20+ agent gave back, waiting for the release delay.
+    pub cidr_marks: CidrMarks,
+    /// IPv6 prefixes the node lacks (Cilium's needed prefixes: 1 when the agent asks for IPv6
+    /// addresses and the node has no prefix, else 0).
+    pub ipv6_prefixes_needed: u64,
 }
 
 impl<S, T> NodeState<S, T> {
@@ -61,6 +67,8 @@ impl<S, T> NodeState<S, T> {
             spec_error: String::new(),
             instance_missing: false,
             instance_sync_retriggered: false,
+            cidr_marks: CidrMarks::default(),
+            ipv6_prefixes_needed: 0,
         }
     }
 
@@ -156,12 +164,16 @@ impl<S, T> NodeState<S, T> {
     pub fn allocation_needed(&self) -> bool {
         !self.waiting_for_maintenance
             && self.resync_needed.is_none()
-            && (self.static_ip_needed() || self.needed > 0)
+            && (self.static_ip_needed() || self.needed > 0 || self.ipv6_prefixes_needed > 0)
     }
 
-    /// Whether a round would release something (or answer the agent's release answers).
+    /// Whether a round would release something through the 1.19 handshake (or answer the
+    /// agent's release answers); a 1.20+ agent's node releases through its marks instead.
     #[must_use]
     pub fn release_needed(&self, release_excess: bool) -> bool {
+        if self.view.allocated_v4.is_some() {
+            return false;
+        }
         let answered = self
             .view
             .release_ips

@@ -4,7 +4,8 @@
 //! addresses (or /28 prefixes, with the fall-back to addresses) on an ENI with room, a new ENI
 //! when none has room (subnet, security groups and device index chosen as Cilium does;
 //! created, attached, marked delete-on-termination, and deleted again if the attachment
-//! fails, so that nothing leaks), a 1.19 agent's release, and the static Elastic IP.
+//! fails, so that nothing leaks), the release of what a 1.20+ agent gave back
+//! ([`release`]) or a 1.19 agent's handshake, and the static Elastic IP.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -12,6 +13,7 @@ use std::{
     sync::{Mutex, PoisonError},
 };
 
+use ipnet::{IpNet, Ipv4Net};
 use tracing::warn;
 use weft_k8s::crd::eni::{Eni, EniSpec, EniStatus};
 
@@ -23,8 +25,8 @@ use super::{
     ops::{Classify, Ec2Ops, Size},
 };
 use crate::cloud::{
-    AllocationAction, Available, CloudProvider, InstanceSyncError, InterfaceStats, NodeRef, Notice,
-    ReleaseAction,
+    AllocationAction, Available, CidrRelease, CloudProvider, InstanceSyncError, InterfaceStats,
+    NodeRef, Notice, ReleaseAction,
 };
 
 /// The allocator's settings.
@@ -312,7 +314,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         node: NodeRef<'_, EniSpec>,
         action: &AllocationAction,
     ) -> Result<u64, Self::Error> {
-        self.create_eni(node, action.max_to_allocate).await
+        self.create_eni(node, action.max_to_allocate, false).await
     }
 
     fn creation_condition(error: &Self::Error) -> &'static str {
@@ -332,6 +334,37 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             } => "unableToMarkENIForDeletion",
             _ => "unableToAttachENI",
         }
+    }
+
+    fn ipv6_prefix_needed(&self, node: NodeRef<'_, EniSpec>, requested_v6: u64) -> bool {
+        requested_v6 > 0
+            && self
+                .with_node(node, |view, _| {
+                    view.enis.values().all(|eni| eni.ipv6_prefixes.is_empty())
+                })
+                .unwrap_or(false)
+    }
+
+    async fn allocate_ipv6_prefix(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        with_v4: u64,
+    ) -> Result<u64, Self::Error> {
+        let usable = self.with_node(node, |view, _| {
+            (view.enis.values())
+                .filter(|eni| !eni.is_excluded_by_spec(node.spec))
+                .min_by_key(|eni| eni.number)
+                .map(|eni| eni.id.clone())
+        })?;
+        let Some(eni) = usable else {
+            return self.create_eni(node, with_v4, true).await;
+        };
+        self.instances
+            .inventory
+            .assign_ipv6_prefix(&eni)
+            .await
+            .map_err(EniError::ec2(Call::AssignIpv6(eni.clone())))?;
+        Ok(0)
     }
 
     async fn allocate_static_ip(
@@ -415,9 +448,23 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
                     prefixes: false,
                 }))?;
         }
-        self.instances
-            .remove_addresses(node.instance_id, eni, &addresses);
+        let removed: Vec<IpNet> = (prefixes.iter().copied())
+            .chain(singles.iter().copied().map(IpNet::from))
+            .collect();
+        self.instances.remove(node.instance_id, eni, &removed);
         Ok(())
+    }
+
+    fn releasable_cidrs(&self, node: NodeRef<'_, EniSpec>) -> Option<BTreeSet<Ipv4Net>> {
+        self.releasable_of(node)
+    }
+
+    async fn release_cidrs(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        cidrs: &[Ipv4Net],
+    ) -> CidrRelease<Self::Error> {
+        self.release_cidr_list(node, cidrs).await
     }
 
     fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {
@@ -437,5 +484,6 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
 
 mod create;
 mod error;
+mod release;
 #[cfg(test)]
 mod tests;

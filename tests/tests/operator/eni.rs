@@ -12,6 +12,7 @@ mod gc;
 mod limits;
 mod moto;
 mod prefixes;
+mod release;
 mod subnets;
 mod throttling;
 mod writes;
@@ -298,11 +299,12 @@ fn an_operator_killed_between_create_and_attach_leaves_no_second_eni() {
         .inject(Fault::latency(Some("AttachNetworkInterface"), Duration::from_mins(1)).times(1));
     aws.add_node("node-k");
     let mut op = aws.operator(&[]);
-    // The request log shows a request once answered: the creation is, the attachment hangs.
-    wait_for("the ENI to be created", Duration::from_secs(30), || {
-        (aws.ec2.log().count("CreateNetworkInterface") > 0)
+    // The request log shows a request once answered: the creation is; the attachment hangs
+    // once it has taken the fault (else the next operator's attachment would take it).
+    wait_for("the attachment to hang", Duration::from_secs(30), || {
+        (aws.ec2.log().count("CreateNetworkInterface") > 0 && aws.ec2.armed_faults() == 0)
             .then_some(())
-            .ok_or_else(|| "no CreateNetworkInterface yet".to_owned())
+            .ok_or_else(|| "no CreateNetworkInterface yet, or no attachment hanging".to_owned())
     });
     op.kill();
     let _next = aws.operator(&[]);

@@ -21,12 +21,13 @@ use crate::{
 const ATTACH_TRIES: u32 = 5;
 
 impl<C: Ec2Ops> EniProvider<C> {
-    /// Create, attach and mark a new ENI for `node` (Cilium's `CreateInterface`); returns
-    /// how many addresses it holds.
+    /// Create, attach and mark a new ENI for `node` (Cilium's `CreateInterface`), with an
+    /// IPv6 /80 prefix when asked; returns how many IPv4 addresses it holds.
     pub(super) async fn create_eni(
         &self,
         node: NodeRef<'_, EniSpec>,
         to_allocate: u64,
+        ipv6_prefix: bool,
     ) -> Result<u64, EniError<C::Error>> {
         let instance = node.instance_id;
         let (new, index, size, network) = self.with_node(node, |view, cache| {
@@ -56,7 +57,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                 } else {
                     Size::Addresses(size)
                 },
-                ipv6_prefix: false,
+                ipv6_prefix,
                 client_token: format!(
                     "{instance}-{index}-{}-{}",
                     view.enis.len(),

@@ -42,6 +42,8 @@ pub enum Call {
         /// The device index.
         index: u64,
     },
+    /// An IPv6 /80 prefix assigned to an ENI.
+    AssignIpv6(String),
     /// An ENI marked delete-on-termination.
     Mark(String),
     /// The Elastic IPs listed.
@@ -72,6 +74,7 @@ impl std::fmt::Display for Call {
                 instance,
                 index,
             } => write!(f, "attaching {eni} to {instance} at index {index}"),
+            Self::AssignIpv6(eni) => write!(f, "assigning an IPv6 /80 prefix to {eni}"),
             Self::Mark(eni) => write!(f, "marking {eni} delete-on-termination"),
             Self::ElasticIps => write!(f, "listing the Elastic IPs"),
             Self::Associate { allocation, eni } => write!(f, "associating {allocation} with {eni}"),
