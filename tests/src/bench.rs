@@ -3,6 +3,7 @@
 
 pub mod alloc;
 pub mod azure;
+pub mod eni;
 pub mod ipam;
 pub mod masq;
 pub mod memory;
@@ -14,7 +15,7 @@ pub mod service;
 
 use std::{
     io::Write as _,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -66,4 +67,13 @@ pub(crate) fn bridge_cni(
         String::from_utf8_lossy(&out.stderr).trim()
     );
     Ok((out.stdout, elapsed))
+}
+
+/// A kubeconfig file a benchmark wrote for its operator, removed on drop.
+pub(crate) struct Kubeconfig(pub(crate) PathBuf);
+
+impl Drop for Kubeconfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }

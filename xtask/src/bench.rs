@@ -51,6 +51,10 @@ pub enum BenchTarget {
     /// the ARM and Kubernetes API emulators, against the rate limit's floor (`weft-tests`
     /// binary `bench-azure`).
     Azure,
+    /// `weft-operator --ipam eni` serving 100 and 1000 nodes created at once through the EC2
+    /// and Kubernetes API emulators, each needing a new ENI and each with room on its primary
+    /// ENI, against the rate limit's floor (`weft-tests` binary `bench-eni`).
+    Eni,
 }
 
 impl BenchTarget {
@@ -64,6 +68,7 @@ impl BenchTarget {
             Self::Memory => ("weft-tests", "bench-memory"),
             Self::Operator => ("weft-tests", "bench-operator"),
             Self::Azure => ("weft-tests", "bench-azure"),
+            Self::Eni => ("weft-tests", "bench-eni"),
         }
     }
 
@@ -72,7 +77,7 @@ impl BenchTarget {
     pub fn needs_binaries(self) -> Option<(&'static str, &'static [&'static str])> {
         match self {
             Self::Runtime | Self::Memory => Some(("weft-agent", &["weft-agent", "weft-cni"])),
-            Self::Operator | Self::Azure => Some(("weft-operator", &["weft-operator"])),
+            Self::Operator | Self::Azure | Self::Eni => Some(("weft-operator", &["weft-operator"])),
             Self::Datapath | Self::Ipam | Self::Masq => None,
         }
     }
