@@ -1,6 +1,7 @@
 //! `weft-agent cleanup`: uninstall from one node everything `weft-agent run` and
 //! `weft-agent cni install` put there. First the CNI configuration and plugin (so the runtime
-//! stops calling weft), then the datapath ([`teardown`]: veths, tc filters, pins), then the
+//! stops calling weft), then the datapath ([`teardown`]: veths; the cloud modes' rules, tables
+//! and ENI addresses; tc filters, pins), then the
 //! agent's files: the socket, the DEL queue, the endpoint records, the router addresses, the
 //! IPAM mode, and the state directory when nothing else is in it.
 //!
@@ -18,7 +19,10 @@ use std::{
 
 use crate::{
     cni::install::{CONFLIST_NAME, PLUGIN},
-    daemon::{MODE_FILE, POOL_IDS_FILE, RECORDS_DIR, ROUTER_FILE},
+    daemon::{
+        MODE_FILE, POOL_IDS_FILE, RECORDS_DIR, ROUTER_FILE,
+        cloud::{self, CloudCleanupError, devices::DEVICES_FILE},
+    },
     datapath::teardown::{self, Removed, TeardownError},
     error::chain,
 };
@@ -44,6 +48,9 @@ pub enum CleanupError {
         #[source]
         source: TeardownError,
     },
+    /// The cloud modes' rules, tables or ENI addresses could not be removed.
+    #[error("removing the pods' source routing and the ENI addresses")]
+    Cloud(#[source] Box<CloudCleanupError>),
     /// A file or directory of weft's cannot be removed.
     #[error("cannot remove {}: run as root, with the host's directory mounted read-write", path.display())]
     Remove {
@@ -186,6 +193,15 @@ pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
         .map_err(datapath("veths"));
     report.push("weft's veths".to_owned(), removed, result);
     let mut removed = Vec::new();
+    let result = cloud::remove_all(&options.state_dir, &mut removed)
+        .await
+        .map_err(|e| CleanupError::Cloud(Box::new(e)));
+    report.push(
+        "weft's ip rules, tables and ENI addresses".to_owned(),
+        removed,
+        result,
+    );
+    let mut removed = Vec::new();
     let result = teardown::remove_tc(&mut removed)
         .await
         .map_err(datapath("tc filters"));
@@ -209,6 +225,7 @@ pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
         (state.join(ROUTER_FILE), "router addresses"),
         (state.join(POOL_IDS_FILE), "pool ids"),
         (state.join(MODE_FILE), "IPAM mode record"),
+        (state.join(DEVICES_FILE), "ENI device record"),
     ] {
         file_step(&mut report, &path, what);
     }

@@ -111,6 +111,9 @@ pub struct NodeSeedConfig {
     pub read_cni_conf: Option<PathBuf>,
     /// `spec.eni` from the `eni-*` keys (eni mode).
     pub eni: crate::crd::eni::EniSpec,
+    /// `aws-imds-endpoint` (eni mode): the EC2 instance metadata service the instance, its
+    /// type, zone, VPC and node subnet are read from.
+    pub aws_imds_endpoint: String,
 }
 
 impl Default for NodeSeedConfig {
@@ -130,6 +133,7 @@ impl Default for NodeSeedConfig {
                 disable_prefix_delegation: Some(false),
                 ..crate::crd::eni::EniSpec::default()
             },
+            aws_imds_endpoint: weft_aws_imds::DEFAULT_BASE_URL.to_owned(),
         }
     }
 }

@@ -13,9 +13,11 @@
 
 mod add;
 mod attachment_lock;
+pub mod cloud;
 mod del;
 mod identities;
 mod lock;
+mod native_routing;
 mod netdev;
 mod node_store;
 mod observe;
@@ -241,6 +243,8 @@ pub struct Daemon {
     pub(crate) pod_ifaces: attachment_lock::AttachmentLocks,
     /// Where an answered DEL goes to be finished.
     pub(crate) finisher: del::Finisher,
+    /// The ENI device configurator (eni mode).
+    pub(crate) devices: cloud::devices::Devices,
     /// Every metric; operations count into it, scrapes refresh it ([`Refresh`]).
     pub(crate) metrics: Arc<Metrics>,
     /// How the datapath attaches (read once, so status and scrapes need no lock).
@@ -359,7 +363,10 @@ impl Daemon {
                     // still running holds its lock for as long as the kernel takes.
                     tokio::spawn({
                         let daemon = Arc::clone(&daemon);
-                        async move { daemon.retry_finishes().await }
+                        async move {
+                            daemon.retry_finishes().await;
+                            daemon.repair_pod_routing().await;
+                        }
                     });
                     queue::replay_deletes(&daemon).await;
                     netdev::reload_masq(&mut *daemon.state.lock().await);
@@ -404,8 +411,9 @@ impl Daemon {
     }
 
     /// Feed the store's newest snapshot to IPAM, finish restores, and queue the CiliumNode
-    /// write-back; keep the node's addresses in the IPCache. (The masquerade exclusions are
-    /// re-read by their file's watch and the tick, not here.)
+    /// write-back; keep the node's addresses in the IPCache, and the masquerade exclusions of
+    /// the pools and of the native-routing CIDR (eni, azure: detected from the CiliumNode). (The
+    /// ip-masq-agent file is re-read by its watch and the tick, not here.)
     pub(crate) async fn sync(&self) {
         let networks = sanity::read_node_networks().await;
         let mut state = self.state.lock().await;
@@ -436,6 +444,12 @@ impl Daemon {
         startup::finish_restore(&mut state, &self.opts, &self.records);
         netdev::sync_host_ips(&mut state, snapshot.own_node());
         pool_masq::sync(&mut state, &snapshot.pools, &self.config.default_pool);
+        native_routing::sync(
+            &mut state,
+            self.config.ipam,
+            self.config.ipv4_native_routing_cidr,
+            snapshot.own_node(),
+        );
         let own_ips: std::collections::BTreeSet<IpAddr> =
             netdev::host_ips(&state, snapshot.own_node())
                 .into_iter()
@@ -447,6 +461,9 @@ impl Daemon {
             self.config.auto_direct_node_routes,
         )
         .await;
+        if self.config.ipam == crate::ipam::mode::IpamMode::Eni {
+            self.devices.observe(state.ipam.cloud());
+        }
         let mut write = state.ipam.node_write(snapshot.own_node(), Instant::now());
         write.cilium_internal_ips = router::write_back(&state.router, snapshot.own_node());
         drop(state);

@@ -15,6 +15,7 @@ pub mod netdev;
 pub mod netlink;
 pub mod netns;
 mod pod;
+pub mod rp_filter;
 pub mod stack;
 pub mod stats;
 pub mod teardown;

@@ -5,8 +5,9 @@
 //! each caller turns [`Injected`] into its own error type.
 //!
 //! Syntax: comma-separated `point=action`, where action is `delay:<ms>` (sleep that long every
-//! time the point is passed) or `fail:<percent>` (fail that share of passes). A point may be
-//! named twice to get both, the delay first. Example:
+//! time the point is passed), `fail:<percent>` (fail that share of passes) or `skip` (the
+//! step is left out, for a test showing what goes wrong without it). A point may be named
+//! twice to get both, the delay first. Example:
 //! `WEFT_TEST_FAULTS=veth=fail:7,routes=fail:7,map-update=fail:7,status-write=delay:300`.
 
 use std::{sync::OnceLock, time::Duration};
@@ -32,10 +33,12 @@ pub enum Point {
     /// The daemon's sync, holding the state lock, right after it installed the store's
     /// snapshot.
     Sync,
+    /// ADD's cloud source routing (eni, azure, alibabacloud): the pod's rules and table.
+    PodRules,
 }
 
 impl Point {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::Veth,
         Self::Routes,
         Self::MapUpdate,
@@ -43,6 +46,7 @@ impl Point {
         Self::Finish,
         Self::Loop,
         Self::Sync,
+        Self::PodRules,
     ];
 
     /// The name used in `WEFT_TEST_FAULTS`.
@@ -56,6 +60,7 @@ impl Point {
             Self::Finish => "finish",
             Self::Loop => "loop",
             Self::Sync => "sync",
+            Self::PodRules => "pod-rules",
         }
     }
 
@@ -71,6 +76,8 @@ pub struct Rule {
     pub delay: Duration,
     /// Fail this percentage of passes (0–100).
     pub fail_percent: u32,
+    /// Leave the step out.
+    pub skip: bool,
 }
 
 /// The rules of every point, by [`Point`].
@@ -114,10 +121,14 @@ pub fn parse(spec: &str) -> Result<Rules, SpecError> {
             .into_iter()
             .find(|p| p.name() == name)
             .ok_or_else(|| {
-                err("unknown point (veth, routes, map-update, status-write, finish, loop, sync)")
+                err(
+                    "unknown point (veth, routes, map-update, status-write, finish, loop, sync, \
+                     pod-rules)",
+                )
             })?;
         let rule = &mut rules[point.index()];
         match action.split_once(':') {
+            None if action == "skip" => rule.skip = true,
             Some(("delay", ms)) => {
                 let ms = ms.parse().map_err(|_| err("delay needs milliseconds"))?;
                 rule.delay = Duration::from_millis(ms);
@@ -126,7 +137,7 @@ pub fn parse(spec: &str) -> Result<Rules, SpecError> {
                 Ok(pct @ 0..=100) => rule.fail_percent = pct,
                 _ => return Err(err("fail needs a percentage 0-100")),
             },
-            _ => return Err(err("action must be delay:<ms> or fail:<percent>")),
+            _ => return Err(err("action must be delay:<ms>, fail:<percent> or skip")),
         }
     }
     Ok(rules)
@@ -171,6 +182,17 @@ fn fails(rule: Rule, point: Point) -> Result<(), Injected> {
     Ok(())
 }
 
+/// Whether a test asked to leave the step at `point` out (`skip`).
+#[must_use]
+pub fn skipped(point: Point) -> bool {
+    rule(point).is_some_and(|rule| {
+        if rule.skip {
+            tracing::warn!("skipping {} ({ENV})", point.name());
+        }
+        rule.skip
+    })
+}
+
 /// Pass `point` in synchronous code (a delay blocks the thread).
 ///
 /// # Errors
@@ -210,9 +232,11 @@ mod tests {
             rules[Point::Veth.index()],
             Rule {
                 delay: Duration::from_millis(5),
-                fail_percent: 7
+                fail_percent: 7,
+                skip: false,
             }
         );
+        assert!(parse("pod-rules=skip").expect("parses")[Point::PodRules.index()].skip);
         assert_eq!(
             rules[Point::StatusWrite.index()].delay,
             Duration::from_millis(300)

@@ -14,6 +14,7 @@
 
 use std::net::IpAddr;
 
+pub mod cloud;
 pub mod crdalloc;
 pub mod hostscope;
 pub mod input;
@@ -21,6 +22,7 @@ pub use weft_k8s::labels;
 pub mod manager;
 pub mod mode;
 pub mod multipool;
+pub mod native_routing;
 pub mod prealloc;
 pub mod problems;
 pub mod sanity;

@@ -28,6 +28,29 @@ pub struct AgentStatus {
     pub endpoints: usize,
     /// What is wrong; empty when healthy.
     pub problems: Vec<String>,
+    /// Cloud interfaces the ENI device configurator manages (eni mode).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<ManagedInterface>,
+    /// The pods' source-routing rules (eni, azure, alibabacloud), as `ip rule` shows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_rules: Vec<String>,
+}
+
+/// One cloud interface the agent manages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagedInterface {
+    /// The interface's id (`eni-…`).
+    pub id: String,
+    /// Its MAC.
+    pub mac: String,
+    /// Its device index.
+    pub number: i64,
+    /// The link found for it (empty until found).
+    pub ifname: String,
+    /// The link's MTU once configured.
+    pub mtu: Option<u32>,
+    /// `configured`, `looking for a link …`, `no link … after 15 tries`, `failed: …`.
+    pub state: String,
 }
 
 /// IPAM mode and usage.
@@ -214,6 +237,9 @@ impl AgentStatus {
                 &format!("  {:<15} {}/{}", m.name, m.entries, m.capacity),
             );
         }
+        for (label, value) in self.cloud_rows() {
+            line(label, &value);
+        }
         if self.problems.is_empty() {
             line("Problems", "none");
         } else {
@@ -223,6 +249,30 @@ impl AgentStatus {
             }
         }
         out
+    }
+
+    /// The managed cloud interfaces and the pods' rules, as (label, value) rows.
+    fn cloud_rows(&self) -> Vec<(&'static str, String)> {
+        let mut rows = Vec::new();
+        if !self.interfaces.is_empty() {
+            rows.push(("Cloud interfaces", self.interfaces.len().to_string()));
+            for i in &self.interfaces {
+                let ifname = if i.ifname.is_empty() { "-" } else { &i.ifname };
+                let mtu = i.mtu.map(|m| format!(" mtu {m}")).unwrap_or_default();
+                rows.push((
+                    "",
+                    format!(
+                        "  {} ({}, index {}): {ifname}{mtu} {}",
+                        i.id, i.mac, i.number, i.state
+                    ),
+                ));
+            }
+        }
+        if !self.pod_rules.is_empty() {
+            rows.push(("Pod routing rules", self.pod_rules.len().to_string()));
+            rows.extend(self.pod_rules.iter().map(|r| ("", format!("  {r}"))));
+        }
+        rows
     }
 
     fn writes_line(&self) -> String {
@@ -293,7 +343,38 @@ mod tests {
             },
             endpoints: 6,
             problems: Vec::new(),
+            interfaces: Vec::new(),
+            pod_rules: Vec::new(),
         }
+    }
+
+    #[test]
+    fn managed_interfaces_and_pod_rules_are_listed() {
+        let mut status = sample();
+        status.interfaces = vec![ManagedInterface {
+            id: "eni-1".into(),
+            mac: "02:00:00:00:00:20".into(),
+            number: 1,
+            ifname: "eth1".into(),
+            mtu: Some(9001),
+            state: "configured".into(),
+        }];
+        status.pod_rules = vec!["111: from 10.6.1.21/32 lookup 11".into()];
+        let text = status.render();
+        assert!(
+            text.contains("Cloud interfaces:    1\n")
+                && text.contains("eni-1 (02:00:00:00:00:20, index 1): eth1 mtu 9001 configured"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  111: from 10.6.1.21/32 lookup 11"),
+            "{text}"
+        );
+        let json = serde_json::to_string(&status).expect("json");
+        assert_eq!(
+            serde_json::from_str::<AgentStatus>(&json).expect("parses"),
+            status
+        );
     }
 
     #[test]

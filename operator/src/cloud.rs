@@ -5,6 +5,7 @@
 //! - [`needed`]: the deficit and excess formulas and the per-node settings (pure).
 //! - [`view`]: what is read of a CiliumNode (pure).
 //! - [`node`]: one node's state between rounds (pure).
+//! - [`release`]: the release marks of CIDRs a 1.20+ agent gave back (pure).
 //! - [`manager`]: the asynchronous part — per-node pool maintainers, the periodic resync, the
 //!   CiliumNode writes.
 
@@ -12,12 +13,24 @@ pub mod manager;
 pub mod needed;
 pub mod node;
 pub mod ratelimit;
+pub mod release;
 pub mod transport;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use ipnet::Ipv4Net;
 use serde::{Serialize, de::DeserializeOwned};
+
+/// A Warning Event the provider asks to post on a node's CiliumNode (something done
+/// otherwise than asked that the node's owner should know of, e.g. a fallback taken).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// What happened, and what follows.
+    pub message: String,
+}
 
 /// A node as the manager hands it to the provider: what every cloud reads, and the provider's
 /// own part of the spec (`spec.<FIELD>`).
@@ -77,6 +90,27 @@ pub struct ReleaseAction {
     pub pool_id: String,
     /// The addresses.
     pub ips: Vec<String>,
+}
+
+/// What [`CloudProvider::release_cidrs`] did.
+#[derive(Debug)]
+pub struct CidrRelease<E> {
+    /// The CIDRs removed, per subnet.
+    pub released: BTreeMap<String, Vec<Ipv4Net>>,
+    /// The CIDRs no usable interface holds any more (nothing to do).
+    pub gone: Vec<Ipv4Net>,
+    /// Why the others were not removed.
+    pub error: Option<E>,
+}
+
+impl<E> Default for CidrRelease<E> {
+    fn default() -> Self {
+        Self {
+            released: BTreeMap::new(),
+            gone: Vec::new(),
+            error: None,
+        }
+    }
 }
 
 /// The outcome of a per-instance sync that failed.
@@ -139,6 +173,18 @@ pub trait CloudProvider: Send + Sync + 'static {
     fn max_allocatable(&self, node: NodeRef<'_, Self::NodeSpec>) -> u64;
     /// What `pre-allocate` is set to when the node leaves it at 0.
     fn min_allocatable(&self, node: NodeRef<'_, Self::NodeSpec>) -> u64;
+    /// Why the node holds no more than [`CloudProvider::max_allocatable`] (the instance type's
+    /// limits, as the node's `operator-status` says when it wants more); `None`: no more said.
+    fn limit_reason(&self, node: NodeRef<'_, Self::NodeSpec>) -> Option<String> {
+        let _ = node;
+        None
+    }
+    /// A value of the node's spec that cannot be acted on (the field and the problem); the
+    /// node is then left as it is and its `operator-status` says so. By default none.
+    fn invalid_spec(&self, node: NodeRef<'_, Self::NodeSpec>) -> Option<String> {
+        let _ = node;
+        None
+    }
     /// The node's addresses and capacity, from the cache.
     ///
     /// # Errors
@@ -179,6 +225,23 @@ pub trait CloudProvider: Send + Sync + 'static {
     fn creation_condition(_error: &Self::Error) -> &'static str {
         "failed"
     }
+    /// Whether the node, whose agent asks for `requested_v6` IPv6 addresses, lacks the IPv6
+    /// prefix its interfaces would hand them out of (by default never: no IPv6 prefixes).
+    fn ipv6_prefix_needed(&self, node: NodeRef<'_, Self::NodeSpec>, requested_v6: u64) -> bool {
+        let _ = (node, requested_v6);
+        false
+    }
+    /// Give the node its IPv6 prefix: on a usable interface, or on a new one that also holds
+    /// up to `with_v4` IPv4 addresses; returns the IPv4 addresses a new interface holds (0: no
+    /// interface was created).
+    fn allocate_ipv6_prefix(
+        &self,
+        node: NodeRef<'_, Self::NodeSpec>,
+        with_v4: u64,
+    ) -> impl Future<Output = Result<u64, Self::Error>> + Send {
+        let _ = (node, with_v4);
+        std::future::ready(Ok(0))
+    }
     /// Assign a static public IP chosen by `tags`; returns the address.
     fn allocate_static_ip(
         &self,
@@ -198,8 +261,33 @@ pub trait CloudProvider: Send + Sync + 'static {
         node: NodeRef<'_, Self::NodeSpec>,
         action: &ReleaseAction,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// The IPv4 CIDRs (prefixes and single addresses) on the node's usable interfaces that a
+    /// 1.20+ agent may give back by leaving them out of `spec.ipam.pools.allocated`; `None`
+    /// when the provider has no such release (the default) or the instance is not cached.
+    fn releasable_cidrs(&self, node: NodeRef<'_, Self::NodeSpec>) -> Option<BTreeSet<Ipv4Net>> {
+        let _ = node;
+        None
+    }
+    /// Remove `cidrs` (each one of [`Self::releasable_cidrs`]) from their interfaces.
+    fn release_cidrs(
+        &self,
+        node: NodeRef<'_, Self::NodeSpec>,
+        cidrs: &[Ipv4Net],
+    ) -> impl Future<Output = CidrRelease<Self::Error>> + Send {
+        let _ = node;
+        std::future::ready(CidrRelease {
+            gone: cidrs.to_vec(),
+            ..CidrRelease::default()
+        })
+    }
     /// The provider's part of the node's status (`status.<FIELD>`).
     fn status(&self, node: NodeRef<'_, Self::NodeSpec>) -> Self::NodeStatus;
+    /// The Events to post on the node since the last call (taken: a second call returns
+    /// none); by default none.
+    fn take_notices(&self, node: NodeRef<'_, Self::NodeSpec>) -> Vec<Notice> {
+        let _ = node;
+        Vec::new()
+    }
     /// The provider's own work beside the node rounds while the manager runs (the ENI GC);
     /// by default none.
     fn background(&self) -> impl Future<Output = ()> + Send {

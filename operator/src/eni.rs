@@ -4,7 +4,8 @@
 //! `azure`.
 //!
 //! - [`api`]: the EC2 Query client (SigV4, token bucket, paging, retries, metrics).
-//! - [`creds`]: the AWS credential chain; [`imds`]: the instance metadata service (IMDSv2).
+//! - [`creds`]: the AWS credential chain. The instance metadata service (IMDSv2) client is
+//!   `weft_aws_imds`, shared with the agent.
 //! - [`ec2`]: the client as the cache's inventory and the allocator's operations.
 //! - [`gc`]: the deletion of leaked (detached, GC-tagged) ENIs.
 //! - [`instances`]: the instances cache: network, instances' ENIs, limits; synced through an
@@ -20,7 +21,6 @@ pub mod api;
 pub mod creds;
 pub mod ec2;
 pub mod gc;
-pub mod imds;
 pub mod instances;
 pub mod interfaces;
 pub mod limits;

@@ -475,6 +475,7 @@ impl Leading<'_> {
         let settings = Settings {
             parallel_workers: self.config.cloud.parallel_alloc_workers,
             release_excess: self.config.cloud.release_excess_ips,
+            release_delay: self.config.cloud.release_delay,
         };
         let observer = Box::new(CloudObserver(self.metrics.clone()));
         let manager = tokio::select! {
@@ -490,8 +491,20 @@ impl Leading<'_> {
         let forward = {
             let writes = writes.clone();
             tokio::spawn(async move {
-                while let Some(patch) = patch_rx.recv().await {
-                    let _ = writes.send(writer::Op::Patch(patch));
+                while let Some(mut patch) = patch_rx.recv().await {
+                    for event in std::mem::take(&mut patch.events) {
+                        let _ = writes.send(writer::Op::Event {
+                            object: serde_json::json!({
+                                "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
+                                "metadata": {"name": patch.node},
+                            }),
+                            reason: event.reason,
+                            message: event.message,
+                        });
+                    }
+                    if patch.spec.is_some() || patch.status.is_some() {
+                        let _ = writes.send(writer::Op::Patch(patch));
+                    }
                 }
             })
         };

@@ -238,6 +238,13 @@ impl Ec2Emulator {
         self.shared.faults.inject(fault);
     }
 
+    /// Faults with a use left (one injected `times(n)` counts until its last use was taken
+    /// by a request).
+    #[must_use]
+    pub fn armed_faults(&self) -> usize {
+        self.shared.faults.armed()
+    }
+
     /// Remove every fault.
     pub fn clear_faults(&self) {
         self.shared.faults.clear();

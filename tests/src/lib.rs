@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod azure;
 pub mod bench;
+pub mod cloud;
 pub mod cluster;
 pub mod containerd;
 pub mod crds;

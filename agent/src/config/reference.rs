@@ -176,7 +176,7 @@ pub use self::{
 };
 
 /// Every key the agent reads, in the documentation's order.
-pub const REFERENCE: [Key; 45] = [
+pub const REFERENCE: [Key; 46] = [
     IPAM,
     node::IPAM_DEFAULT_IP_POOL,
     node::IPAM_MULTI_POOL_PRE_ALLOCATION,
@@ -215,6 +215,7 @@ pub const REFERENCE: [Key; 45] = [
     seed::ENI_USE_PRIMARY_ADDRESS,
     seed::ENI_DISABLE_PREFIX_DELEGATION,
     seed::ENI_DELETE_ON_TERMINATION,
+    seed::AWS_IMDS_ENDPOINT,
     CLUSTER_POOL_IPV4_CIDR,
     CLUSTER_POOL_IPV4_MASK_SIZE,
     CLUSTER_POOL_IPV6_CIDR,

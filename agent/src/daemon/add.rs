@@ -30,7 +30,7 @@ use crate::{
         netlink::{NetlinkError, PodIface},
         netns::{self, NetNsError},
     },
-    ipam::{input::PoolInput, manager::Allocated, sanity::address_clash},
+    ipam::{cloud::PodRouting, input::PoolInput, manager::Allocated, sanity::address_clash},
     metrics::cni::Phase,
 };
 
@@ -41,6 +41,10 @@ struct Reserved {
     allocated: Vec<Allocated>,
     pool_id: PoolIdPerFamily,
     router: Vec<IpAddr>,
+    /// Where each address's traffic leaves the node (cloud modes).
+    routing: Vec<PodRouting>,
+    /// Why an address has no routing metadata.
+    routing_problem: Option<String>,
 }
 
 /// How long each step of one ADD took (logged with it, and observed per phase).
@@ -155,6 +159,7 @@ impl Daemon {
         if let Some(refused) = self.refuse_clashes(&mut state, v, &owner, &allocated) {
             return Err(refused);
         }
+        let (routing, routing_problem) = self.routing_of(&state, &owner, &allocated);
         let pool_id = state.pool_ids.for_addrs(
             allocated.iter().map(|a| (a.ip, a.pool.as_str())),
             &self.config.default_pool,
@@ -177,7 +182,33 @@ impl Daemon {
             allocated,
             pool_id,
             router: state.router.clone(),
+            routing,
+            routing_problem,
         })
+    }
+
+    /// The routing metadata of each allocated address (cloud modes; empty otherwise), and why
+    /// an address has none. A pod without it still gets its address (its traffic then leaves
+    /// by the main table): the problem is logged and `weft-agent status` lists it.
+    fn routing_of(
+        &self,
+        state: &State,
+        owner: &str,
+        allocated: &[Allocated],
+    ) -> (Vec<PodRouting>, Option<String>) {
+        let extra = super::cloud::extra_cidrs(&self.config);
+        let mut out = Vec::new();
+        let mut problem = None;
+        for a in allocated {
+            match state.ipam.pod_routing(a.ip, &extra) {
+                Ok(routing) => out.extend(routing),
+                Err(e) => {
+                    warn!(pod = %owner, ip = %a.ip, error = %e, "the pod's traffic is not routed through its cloud interface");
+                    problem = Some(e.to_string());
+                }
+            }
+        }
+        (out, problem)
     }
 
     /// An address inside one of the node's own networks (a pod range that overlaps them,
@@ -250,6 +281,8 @@ impl Daemon {
             result: None,
             not_restored: None,
             deleting: false,
+            routing: reserved.routing.clone(),
+            routing_problem: reserved.routing_problem.clone(),
         };
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {
@@ -280,10 +313,23 @@ impl Daemon {
                 chain(&e),
             ));
         }
+        let routed = phases
+            .time(
+                Phase::Program,
+                super::cloud::install(&self.config, &reserved.routing),
+            )
+            .await;
+        if let Err(e) = routed {
+            // As without metadata: the pod keeps its address, the problem is reported.
+            self.unroute(&addrs).await;
+            warn!(pod = %reserved.owner, error = %chain(&e), "the pod's traffic is not routed through its cloud interface");
+            record.routing_problem = Some(chain(&e));
+        }
         let result = build_result(v, pod, &iface, allocated, &reserved.router);
         record.result = Some(result.clone());
         let put = phases.time(Phase::Record, async { self.records.put(&record) });
         if let Err(e) = put.await {
+            self.unroute(&addrs).await;
             self.unwire(&record.host_ifname, &addrs).await;
             // The intent must not outlive the release: a start-up would purge the addresses'
             // entries, by then perhaps another pod's.
@@ -313,6 +359,15 @@ impl Daemon {
                 Datapath::create_pod_iface(spec).await
             }
             other => other,
+        }
+    }
+
+    /// Undo the source routing of a failed ADD (cloud modes).
+    async fn unroute(&self, addrs: &[IpAddr]) {
+        if super::cloud::routes_pods(self.config.ipam)
+            && let Err(undo) = super::cloud::remove(addrs).await
+        {
+            warn!(error = %chain(&undo), "undo: removing the pod's source routing");
         }
     }
 

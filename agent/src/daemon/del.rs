@@ -8,7 +8,7 @@
 //! agent stopped half-way never hands out an address twice: a marked record is finished at the
 //! next start (its addresses are not restored), and a finish that failed is retried on the tick.
 
-use std::time::Instant;
+use std::{net::IpAddr, time::Instant};
 
 use tokio::{
     sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel},
@@ -43,6 +43,9 @@ pub(super) enum ForgetError {
     /// A test injected a failure (`WEFT_TEST_FAULTS`).
     #[error("finishing the DEL")]
     Injected(#[source] faults::Injected),
+    /// The pod's source-routing rules (cloud modes) could not be removed.
+    #[error("removing the pod's source routing failed")]
+    Routing(#[source] crate::datapath::netlink::NetlinkError),
 }
 
 /// A DEL answered and not yet finished: its record (marked), its attachment's lock and the
@@ -142,7 +145,9 @@ impl Daemon {
         };
         match self.unwire_and_mark(&mut record).await {
             Ok(()) => {}
-            Err(e @ (ForgetError::Datapath(_) | ForgetError::Injected(_))) => {
+            Err(
+                e @ (ForgetError::Datapath(_) | ForgetError::Injected(_) | ForgetError::Routing(_)),
+            ) => {
                 return error(v, code::DATAPATH_FAILED, e.to_string(), chain(&e));
             }
             Err(e @ ForgetError::Record(_)) => {
@@ -224,6 +229,12 @@ impl Daemon {
     /// The background half of a DEL: the veth, the record, the addresses, in that order (an
     /// address goes back to IPAM only once no record names it).
     async fn finish_record(&self, record: &EndpointRecord) -> Result<(), ForgetError> {
+        if super::cloud::routes_pods(self.config.ipam) {
+            let ips: Vec<IpAddr> = record.addrs.iter().map(|a| a.ip).collect();
+            super::cloud::remove(&ips)
+                .await
+                .map_err(ForgetError::Routing)?;
+        }
         Datapath::delete_pod_iface(&record.host_ifname).await?;
         self.records.remove(&record.container_id, &record.ifname)?;
         self.release(&mut *self.state.lock().await, &record_addrs(record));

@@ -214,6 +214,12 @@ impl Daemon {
             }
         };
         for record in &records {
+            if let Some(problem) = &record.routing_problem {
+                problems.push(format!(
+                    "endpoint {} ({}): not routed through its cloud interface: {problem}",
+                    record.container_id, record.owner
+                ));
+            }
             let attached = stats.attachments.iter().any(|a| {
                 a.program == agent_common::maps::PROG_FROM_CONTAINER
                     && a.ifname == record.host_ifname
@@ -225,6 +231,24 @@ impl Daemon {
                 ));
             }
         }
+        let interfaces = self.devices.status();
+        problems.extend(
+            interfaces
+                .iter()
+                .filter(|i| i.state != "configured" && !i.state.starts_with("looking"))
+                .map(|i| format!("cloud interface {} ({}): {}", i.id, i.mac, i.state)),
+        );
+        let pod_rules = if super::cloud::routes_pods(self.config.ipam) {
+            match crate::datapath::netlink::cloud::list().await {
+                Ok(rows) => rows.iter().map(ToString::to_string).collect(),
+                Err(error) => {
+                    problems.push(format!("pod routing rules: {}", chain(&error)));
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
         AgentStatus {
             node: self.opts.node_name.clone(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -233,6 +257,8 @@ impl Daemon {
             datapath: datapath_status(self, &stats),
             store: self.store_status(view.snapshot.synced),
             endpoints: records.len(),
+            interfaces,
+            pod_rules,
             problems,
         }
     }

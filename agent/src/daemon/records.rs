@@ -12,7 +12,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use crate::cni::types::CniResult;
+use crate::{cni::types::CniResult, ipam::cloud::PodRouting};
 
 /// One address of an endpoint and the pool it came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +53,14 @@ pub struct EndpointRecord {
     /// failed, or at the next start.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// Where each address's traffic leaves the node (eni, azure, alibabacloud): the source
+    /// routing rebuilt from here at start-up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routing: Vec<PodRouting>,
+    /// Why the pod's traffic is not routed through its cloud interface (no interface of the
+    /// CiliumNode holds an address, or no link has its MAC); `status` lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_problem: Option<String>,
 }
 
 /// The records directory.
@@ -213,6 +221,8 @@ mod tests {
             result: None,
             not_restored: None,
             deleting: false,
+            routing: Vec::new(),
+            routing_problem: None,
         }
     }
 

@@ -133,6 +133,8 @@ mod tests {
             result: None,
             not_restored: None,
             deleting: false,
+            routing: Vec::new(),
+            routing_problem: None,
         }
     }
 

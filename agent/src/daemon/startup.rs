@@ -75,9 +75,11 @@ pub(super) async fn start(
         node_networks,
         reported_overlaps: std::collections::BTreeSet::new(),
     };
-    state.unrestored = unrestored(&records, &mut state, &config.default_pool).await?;
+    state.unrestored = unrestored(&records, &mut state, &config).await?;
     finish_restore(&mut state, &opts, &records);
+    let devices = super::cloud::devices::Devices::new(&opts.state_dir);
     let daemon = Daemon {
+        devices,
         opts,
         config,
         store,
@@ -182,8 +184,11 @@ pub fn ipam_config(config: &AgentConfig) -> IpamConfig {
 async fn unrestored(
     records: &Records,
     state: &mut State,
-    default_pool: &str,
+    config: &AgentConfig,
 ) -> Result<Vec<(IpAddr, String, String)>, DaemonError> {
+    let default_pool = config.default_pool.as_str();
+    let cloud = super::cloud::routes_pods(config.ipam);
+    let mut live = std::collections::BTreeSet::new();
     let (all, corrupt) = records.all()?;
     for error in corrupt {
         warn!(error = %super::chain(&error), "skipping endpoint record");
@@ -208,6 +213,12 @@ async fn unrestored(
             }
             records.remove(&record.container_id, &record.ifname)?;
             continue;
+        }
+        live.extend(record.addrs.iter().map(|a| a.ip));
+        // The pod's source routing, before the socket serves (rules survive a restart, but
+        // not a reboot of the node's network or a hand's `ip rule flush`).
+        if cloud && let Err(error) = super::cloud::install(config, &record.routing).await {
+            warn!(error = %super::chain(&error), pod = %record.owner, "rebuilding the pod's source routing failed; a repeated ADD retries");
         }
         match super::rewire::rewire(
             &mut state.datapath,
@@ -234,6 +245,9 @@ async fn unrestored(
                 .iter()
                 .map(|a| (a.ip, owner.clone(), a.pool.clone())),
         );
+    }
+    if cloud {
+        super::cloud::sweep(&live).await;
     }
     Ok(out)
 }

@@ -40,6 +40,8 @@ pub use self::{
 use super::netns;
 
 mod addrs;
+pub mod cloud;
+pub mod device;
 mod error;
 mod node_routes;
 

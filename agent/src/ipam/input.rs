@@ -12,6 +12,7 @@ use ipnet::IpNet;
 
 use super::labels::{self, Selector};
 use crate::crd::{
+    azure::AzureInterface,
     eni::eni_allocated,
     ipam::{AllocationIp, IpamPoolAllocation, IpamPoolSpec, ReleaseState},
     meta::{LabelSelector, ObjectMeta},
@@ -45,6 +46,12 @@ pub struct NodeInput {
     /// `spec.addresses`, as (type, ip) text: an entry that is not an address is a problem to
     /// report, not a decoding error.
     pub addresses: Vec<(String, String)>,
+    /// The VPC's primary CIDR as `status.eni.enis` reports it (eni): the first ENI, in id
+    /// order, with a `vpc.primary-cidr`, masked (a node belongs to one VPC).
+    pub eni_vpc_cidr: Option<IpNet>,
+    /// The subnet CIDR as `status.azure.interfaces` reports it (azure): the first interface
+    /// with `subnet.cidr`, else its legacy `cidr`, masked.
+    pub azure_subnet_cidr: Option<IpNet>,
 }
 
 impl From<&CiliumNode> for NodeInput {
@@ -76,6 +83,23 @@ impl From<&CiliumNode> for NodeInput {
                 .iter()
                 .map(|a| (a.address_type.clone(), a.ip.clone()))
                 .collect(),
+            eni_vpc_cidr: status
+                .and_then(|s| s.eni.as_ref())
+                .and_then(|eni| {
+                    eni.enis
+                        .values()
+                        .find_map(|e| e.vpc.as_ref().and_then(|v| v.primary_cidr))
+                })
+                .map(|cidr| cidr.trunc()),
+            azure_subnet_cidr: status
+                .and_then(|s| s.azure.as_ref())
+                .and_then(|azure| {
+                    azure
+                        .interfaces
+                        .iter()
+                        .find_map(AzureInterface::subnet_cidr)
+                })
+                .map(|cidr| cidr.trunc()),
         }
     }
 }

@@ -25,6 +25,7 @@ pub use self::{
 };
 use super::{
     Family, Random,
+    cloud::{CloudInput, PodRouting, RoutingError},
     input::{NodeInput, NodeOutput, PoolInput},
     mode::{AllocatorKind, IpamMode},
     multipool::{MultiPoolConfig, MultiPoolManager},
@@ -94,6 +95,8 @@ pub struct IpamManager {
     /// Readiness was reached once: from then on shortages are allocation errors (and demand
     /// for the operator), not "not ready" (Cilium waits for pools only at start-up).
     started: bool,
+    /// The own CiliumNode's cloud interfaces (eni, azure, alibabacloud routing).
+    cloud: CloudInput,
 }
 
 impl IpamManager {
@@ -126,6 +129,7 @@ impl IpamManager {
             node_seen: false,
             static_ip: StaticIp::default(),
             started: false,
+            cloud: CloudInput::default(),
         })
     }
 
@@ -153,9 +157,11 @@ impl IpamManager {
     pub fn observe_node(&mut self, node: Option<&CiliumNode>) {
         let Some(node) = node else {
             self.backend.remove_node();
+            self.cloud = CloudInput::default();
             return;
         };
         self.node_seen = true;
+        self.cloud = CloudInput::from(node);
         let node = NodeInput::from(node);
         self.static_ip =
             StaticIp::new(node.static_ip_tags.clone(), node.assigned_static_ip.clone());
@@ -287,6 +293,25 @@ impl IpamManager {
             skip_masquerade: handed.skip_masquerade,
             rule: choice.rule,
         })
+    }
+
+    /// The own CiliumNode's cloud interfaces as last observed.
+    #[must_use]
+    pub fn cloud(&self) -> &CloudInput {
+        &self.cloud
+    }
+
+    /// Where the traffic of `ip` must leave the node (eni, azure, alibabacloud; `None` in the
+    /// other modes); `extra` CIDRs are added to the interface's (the native-routing CIDR).
+    ///
+    /// # Errors
+    /// No interface of the CiliumNode owns the address (Cilium's wording).
+    pub fn pod_routing(
+        &self,
+        ip: IpAddr,
+        extra: &[ipnet::IpNet],
+    ) -> Result<Option<PodRouting>, RoutingError> {
+        self.cloud.pod_routing(self.config.mode, ip, extra)
     }
 
     /// Release `ip` of `pool`. Unknown addresses are a no-op, as in Cilium's multi-pool.

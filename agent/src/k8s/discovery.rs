@@ -3,7 +3,8 @@
 //! for) while the v1.Node is missing, while the API server is unreachable, or while someone else
 //! has to create the CiliumNode; fails at once when the service account lacks a permission (403)
 //! or the API server rejects the credential (401), naming which and the fix.
-//! What it leaves is the template [`super::recreate`] creates the CiliumNode again from.
+//! In `eni` mode it first reads the instance metadata ([`imds`]) once. What it leaves is the
+//! template [`super::recreate`] creates the CiliumNode again from.
 
 use std::time::Duration;
 
@@ -15,13 +16,15 @@ use tracing::{info, warn};
 use super::{
     K8sError, Resource,
     resources::to_json,
-    seed::{self, CustomCniConf, SeedError},
+    seed::{self, CustomCniConf, InstanceMetadata, SeedError},
 };
 use crate::{
     config::NodeSeedConfig,
     crd::{meta::ObjectType, node::CiliumNode},
     ipam::mode::IpamMode,
 };
+
+mod imds;
 
 /// Where discovery stands after one attempt.
 enum Step {
@@ -44,9 +47,14 @@ pub async fn ensure_cilium_node(
     config: &NodeSeedConfig,
 ) -> Result<Value, K8sError> {
     let custom = read_custom(config)?;
+    let instance = if mode == IpamMode::Eni {
+        imds::read(&config.aws_imds_endpoint).await
+    } else {
+        InstanceMetadata::default()
+    };
     let mut delay = Duration::from_millis(200);
     loop {
-        match attempt(client, node_name, mode, config, &custom).await {
+        match attempt(client, node_name, mode, config, &custom, &instance).await {
             Ok(Step::Done(doc)) => return Ok(doc),
             Ok(Step::Wait(reason)) => info!(node = node_name, "{reason}"),
             Err(error) if error.is_transient() => {
@@ -65,6 +73,7 @@ async fn attempt(
     mode: IpamMode,
     config: &NodeSeedConfig,
     custom: &CustomCniConf,
+    instance: &InstanceMetadata,
 ) -> Result<Step, K8sError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let Some(node) = nodes
@@ -76,7 +85,7 @@ async fn attempt(
             "waiting for v1.Node {node_name} to exist (is NODE_NAME right?)"
         )));
     };
-    let seed = match seed::seed(&node, mode, config, custom) {
+    let seed = match seed::seed(&node, mode, config, custom, instance) {
         Ok(seed) => seed,
         Err(error @ SeedError::NoPodCidr { .. }) => return Ok(Step::Wait(error.to_string())),
         Err(source @ (SeedError::NoProviderId | SeedError::NotAzureProviderId { .. })) => {

@@ -2,10 +2,12 @@
 //! agent configuration and the custom CNI configuration (Cilium's `pkg/nodediscovery`,
 //! `../shared/spec/cilium-ipam.md` §5 and §6.4). Pure: the caller fetches and writes.
 //!
-//! Seeded: the Node's labels, an owner reference to the Node, `spec.instance-id` from the
-//! provider ID, `spec.addresses` from the Node's addresses, the IPAM watermarks and static IP
-//! tags (cloud and CRD modes), `spec.azure.interface-name` (azure), and in `kubernetes` mode the
-//! Node's pod CIDRs as `spec.ipam.podCIDRs`. Every other field is left as it is.
+//! Seeded: the Node's labels, an owner reference to the Node, `spec.instance-id` (in `eni` mode
+//! from the instance metadata the caller read, else from the provider ID), `spec.addresses`
+//! from the Node's addresses, the IPAM watermarks and static IP tags (cloud and CRD modes),
+//! `spec.eni` (eni: the `eni-*` keys, the instance metadata, the custom configuration, in
+//! §6.4's precedence), `spec.azure.interface-name` (azure), and in `kubernetes` mode the Node's
+//! pod CIDRs as `spec.ipam.podCIDRs`. Every other field is left as it is.
 
 use std::collections::BTreeMap;
 
@@ -52,6 +54,22 @@ pub struct CustomAzure {
     pub interface_name: String,
 }
 
+/// What the EC2 instance metadata service said about this node (`eni` mode); a field it did
+/// not answer is empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceMetadata {
+    /// `meta-data/instance-id`.
+    pub instance_id: String,
+    /// `meta-data/instance-type`.
+    pub instance_type: String,
+    /// `meta-data/placement/availability-zone`.
+    pub availability_zone: String,
+    /// The VPC of the primary interface (`…/macs/<mac>/vpc-id`).
+    pub vpc_id: String,
+    /// The subnet of the primary interface (`…/macs/<mac>/subnet-id`).
+    pub subnet_id: String,
+}
+
 /// The seed for one node.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Seed {
@@ -59,7 +77,7 @@ pub struct Seed {
     pub labels: BTreeMap<String, String>,
     /// The owner reference to the Node.
     pub owner: Value,
-    /// `spec.instance-id`, when the provider ID names one.
+    /// `spec.instance-id`: the instance metadata's (eni), else the provider ID's, if any.
     pub instance_id: Option<String>,
     /// `spec.addresses`.
     pub addresses: Vec<Value>,
@@ -95,7 +113,7 @@ pub enum SeedError {
     },
 }
 
-/// Compute the seed.
+/// Compute the seed; `instance` is what IMDS said (read in `eni` mode only).
 ///
 /// # Errors
 /// Azure mode without an `azure://` provider ID; `kubernetes` mode without a pod CIDR.
@@ -104,6 +122,7 @@ pub fn seed(
     mode: IpamMode,
     config: &NodeSeedConfig,
     custom: &CustomCniConf,
+    instance: &InstanceMetadata,
 ) -> Result<Seed, SeedError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let provider = node
@@ -136,7 +155,10 @@ pub fn seed(
         out.azure_interface = (!interface.is_empty()).then(|| interface.to_owned());
     }
     if mode == IpamMode::Eni {
-        out.eni = eni_seed(&config.eni, custom.eni.as_ref(), &provider);
+        out.eni = eni_seed(&config.eni, custom.eni.as_ref(), instance, &provider);
+        if !instance.instance_id.is_empty() {
+            out.instance_id = Some(instance.instance_id.clone());
+        }
     }
     let cloud = matches!(
         mode,
@@ -175,15 +197,27 @@ pub fn seed(
     Ok(out)
 }
 
-/// `spec.eni` from the `eni-*` keys, overridden by the custom configuration's non-empty values
-/// (its `delete-on-termination` is copied even when unset, Cilium's quirk), and the availability
-/// zone from an `aws:///<zone>/<id>` provider ID.
+/// `spec.eni` from the `eni-*` keys and the instance metadata (type, zone, VPC, node subnet),
+/// overridden by the custom configuration's non-empty values (its `vpc-id` wins over IMDS's;
+/// its `delete-on-termination` is copied even when unset, Cilium's quirk), and the
+/// availability zone from an `aws:///<zone>/<id>` provider ID when IMDS did not say it.
 fn eni_seed(
     config: &crate::crd::eni::EniSpec,
     custom: Option<&crate::crd::eni::EniSpec>,
+    instance: &InstanceMetadata,
     provider: &str,
 ) -> Map<String, Value> {
     let mut eni = config.clone();
+    for (mine, imds) in [
+        (&mut eni.instance_type, &instance.instance_type),
+        (&mut eni.availability_zone, &instance.availability_zone),
+        (&mut eni.vpc_id, &instance.vpc_id),
+        (&mut eni.node_subnet_id, &instance.subnet_id),
+    ] {
+        if !imds.is_empty() {
+            mine.clone_from(imds);
+        }
+    }
     if let Some(c) = custom {
         if c.first_interface_index.is_some_and(|i| i != 0) {
             eni.first_interface_index = c.first_interface_index;
@@ -365,199 +399,4 @@ fn object(value: &mut Value) -> &mut Map<String, Value> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(value: &Value) -> Node {
-        serde_json::from_value(value.clone()).expect("node")
-    }
-
-    #[test]
-    fn instance_ids_from_provider_ids() {
-        assert_eq!(
-            instance_id("azure:///subscriptions/S/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/VM1").as_deref(),
-            Some("/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm1")
-        );
-        assert_eq!(
-            instance_id("aws:///eu-west-1a/i-0abc123").as_deref(),
-            Some("i-0abc123")
-        );
-        assert_eq!(instance_id("kind://docker/kind/kind-worker"), None);
-        assert_eq!(instance_id(""), None);
-    }
-
-    #[test]
-    fn custom_cni_conf_wins_except_max_allocate() {
-        let n = node(
-            &json!({"metadata": {"name": "n1", "uid": "u1", "labels": {"a": "b"}},
-            "spec": {"providerID": "azure://X"}}),
-        );
-        let config = NodeSeedConfig {
-            min_allocate: 5,
-            pre_allocate: 6,
-            max_allocate: 7,
-            azure_interface_name: "eth0".into(),
-            ..NodeSeedConfig::default()
-        };
-        let custom = CustomCniConf {
-            ipam: CustomIpam {
-                min_allocate: 10,
-                pre_allocate: 0,
-                static_ip_tags: BTreeMap::from([("t".into(), "v".into())]),
-            },
-            azure: CustomAzure {
-                interface_name: "eth1".into(),
-            },
-            eni: None,
-        };
-        let s = seed(&n, IpamMode::Azure, &config, &custom).expect("seed");
-        assert_eq!(s.ipam["min-allocate"], 10);
-        assert_eq!(s.ipam["pre-allocate"], 6);
-        assert_eq!(s.ipam["max-allocate"], 7);
-        assert_eq!(s.ipam["static-ip-tags"], json!({"t": "v"}));
-        assert_eq!(s.azure_interface.as_deref(), Some("eth1"));
-        assert_eq!(s.instance_id.as_deref(), Some("x"));
-    }
-
-    #[test]
-    fn eni_seed_from_keys_custom_conf_and_provider_id() {
-        let n = node(&json!({"metadata": {"name": "n1"},
-            "spec": {"providerID": "aws:///eu-west-1a/i-0abc"}}));
-        let mut config = NodeSeedConfig::default();
-        config.eni.subnet_ids = vec!["subnet-1".into()];
-        config.eni.first_interface_index = Some(1);
-        let s = seed(&n, IpamMode::Eni, &config, &CustomCniConf::default()).expect("seed");
-        assert_eq!(s.eni["subnet-ids"], json!(["subnet-1"]));
-        assert_eq!(s.eni["first-interface-index"], 1);
-        assert_eq!(s.eni["delete-on-termination"], true);
-        assert_eq!(s.eni["availability-zone"], "eu-west-1a");
-        // A custom configuration wins where set, and its unset delete-on-termination clears
-        // the key (Cilium copies it unconditionally).
-        let custom: CustomCniConf = serde_json::from_value(
-            json!({"eni": {"subnet-ids": ["subnet-9"], "first-interface-index": 2}}),
-        )
-        .expect("custom conf");
-        let s = seed(&n, IpamMode::Eni, &config, &custom).expect("seed");
-        assert_eq!(s.eni["subnet-ids"], json!(["subnet-9"]));
-        assert_eq!(s.eni["first-interface-index"], 2);
-        assert!(s.eni.get("delete-on-termination").is_none());
-        let mut doc = json!({"metadata": {"name": "n1"}, "spec": {"eni": {"delete-on-termination": true, "vpc-id": "vpc-1"}}});
-        assert!(apply(&mut doc, &s));
-        assert!(doc["spec"]["eni"].get("delete-on-termination").is_none());
-        assert_eq!(
-            doc["spec"]["eni"]["vpc-id"], "vpc-1",
-            "unseeded fields stay"
-        );
-        assert!(
-            seed(&n, IpamMode::MultiPool, &config, &custom)
-                .expect("seed")
-                .eni
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn azure_needs_a_provider_id() {
-        let n = node(&json!({"metadata": {"name": "n1"}}));
-        let e = seed(
-            &n,
-            IpamMode::Azure,
-            &NodeSeedConfig::default(),
-            &CustomCniConf::default(),
-        )
-        .expect_err("no provider id");
-        assert_eq!(
-            e.to_string(),
-            "Spec.ProviderID in k8s node resource must be set for Azure IPAM"
-        );
-        let n = node(&json!({"metadata": {"name": "n1"}, "spec": {"providerID": "aws:///i-1"}}));
-        let e = seed(
-            &n,
-            IpamMode::Azure,
-            &NodeSeedConfig::default(),
-            &CustomCniConf::default(),
-        )
-        .expect_err("not an azure provider id");
-        assert_eq!(
-            e,
-            SeedError::NotAzureProviderId {
-                provider_id: "aws:///i-1".into()
-            }
-        );
-        // Discovery's fatal error keeps the seed's as its source.
-        let fatal = crate::k8s::K8sError::ProviderId {
-            node: "n1".into(),
-            source: e,
-        };
-        let source = std::error::Error::source(&fatal).expect("a source");
-        assert_eq!(
-            source.downcast_ref::<SeedError>(),
-            Some(&SeedError::NotAzureProviderId {
-                provider_id: "aws:///i-1".into()
-            })
-        );
-        assert_eq!(
-            source.to_string(),
-            "Spec.ProviderID in k8s node resource must have prefix azure://"
-        );
-    }
-
-    #[test]
-    fn kubernetes_mode_copies_pod_cidrs_in_cilium_order() {
-        let n = node(&json!({"metadata": {"name": "n1"},
-            "spec": {"podCIDRs": ["10.4.0.7/24", "fd00::/64"], "podCIDR": "10.9.0.0/24"}}));
-        assert_eq!(
-            pod_cidrs(&n),
-            vec![
-                "10.4.0.0/24".parse::<IpNet>().unwrap(),
-                "fd00::/64".parse().unwrap()
-            ]
-        );
-        let n = node(&json!({"metadata": {"name": "n1",
-            "annotations": {"io.cilium.network.ipv4-pod-cidr": "10.5.0.0/16"}}}));
-        assert_eq!(pod_cidrs(&n), vec!["10.5.0.0/16".parse::<IpNet>().unwrap()]);
-        let e = seed(
-            &node(&json!({"metadata": {"name": "n1"}})),
-            IpamMode::Kubernetes,
-            &NodeSeedConfig::default(),
-            &CustomCniConf::default(),
-        )
-        .expect_err("no CIDR");
-        assert!(e.to_string().contains("has no pod CIDR"), "{e}");
-    }
-
-    #[test]
-    fn apply_sets_seeded_fields_and_keeps_the_rest() {
-        let n = node(
-            &json!({"metadata": {"name": "n1", "uid": "u1", "labels": {"zone": "a"}},
-            "spec": {"providerID": "aws:///z/i-1", "podCIDRs": ["10.1.0.0/24"]},
-            "status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.1"},
-                                     {"type": "Hostname", "address": "n1"}]}}),
-        );
-        let s = seed(
-            &n,
-            IpamMode::Kubernetes,
-            &NodeSeedConfig::default(),
-            &CustomCniConf::default(),
-        )
-        .expect("seed");
-        let mut doc = json!({"metadata": {"name": "n1"},
-            "spec": {"ipam": {"pool": {"10.0.0.1": {}}}, "future": 1,
-                     "addresses": [{"type": "InternalIP", "ip": "192.0.2.99"},
-                                   {"type": "CiliumInternalIP", "ip": "10.1.0.1"}]}});
-        assert!(apply(&mut doc, &s));
-        assert_eq!(doc["metadata"]["labels"], json!({"zone": "a"}));
-        assert_eq!(doc["metadata"]["ownerReferences"][0]["uid"], "u1");
-        assert_eq!(doc["spec"]["instance-id"], "i-1");
-        assert_eq!(
-            doc["spec"]["addresses"],
-            json!([{"type": "InternalIP", "ip": "192.0.2.1"},
-                   {"type": "CiliumInternalIP", "ip": "10.1.0.1"}]),
-            "the Node's addresses, and the router's kept"
-        );
-        assert_eq!(doc["spec"]["ipam"]["podCIDRs"], json!(["10.1.0.0/24"]));
-        assert_eq!(doc["spec"]["ipam"]["pool"], json!({"10.0.0.1": {}}));
-        assert_eq!(doc["spec"]["future"], 1);
-        assert!(!apply(&mut doc, &s), "seeding twice changes nothing");
-    }
-}
+mod tests;

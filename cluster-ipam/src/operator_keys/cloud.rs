@@ -104,9 +104,18 @@ pub const AWS_RELEASE_EXCESS_IPS: KeyDoc = op(
     "aws-release-excess-ips",
     Value("false"),
     ENI,
-    "release addresses beyond a node's watermarks (a 1.19 agent's handshake)",
+    "release addresses beyond a node's watermarks: what a 1.20+ agent left out of `spec.ipam.pools.allocated` after `excess-ip-release-delay`, a 1.19 agent's through the `release-ips` handshake",
 )
 .flag(SWITCH);
+
+/// `excess-ip-release-delay`.
+pub const EXCESS_IP_RELEASE_DELAY: KeyDoc = op(
+    "excess-ip-release-delay",
+    Value("180"),
+    ENI,
+    "seconds a CIDR a 1.20+ agent gave back stays attached before it is released (a duration such as 3m also works)",
+)
+.flag(VALUE);
 
 /// `aws-enable-prefix-delegation`.
 pub const AWS_ENABLE_PREFIX_DELEGATION: KeyDoc = op(

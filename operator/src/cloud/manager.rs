@@ -42,6 +42,8 @@ pub struct NodePatch {
     pub spec: Option<Value>,
     /// Patch of the status (`status.azure`, the `status.ipam` fields the operator owns).
     pub status: Option<Value>,
+    /// Warning Events to post on the CiliumNode.
+    pub events: Vec<super::Notice>,
 }
 
 /// The manager's settings.
@@ -49,8 +51,12 @@ pub struct NodePatch {
 pub struct Settings {
     /// Rounds in flight at once (`--parallel-alloc-workers`, at least 1).
     pub parallel_workers: usize,
-    /// Release addresses beyond the watermarks (`--azure-release-excess-ips`).
+    /// Release addresses beyond the watermarks (`--azure-release-excess-ips`,
+    /// `--aws-release-excess-ips`).
     pub release_excess: bool,
+    /// How long a CIDR a 1.20+ agent gave back stays attached before it is released
+    /// (`--excess-ip-release-delay`).
+    pub release_delay: Duration,
 }
 
 /// What the metrics read of the manager after each resync.
@@ -115,6 +121,8 @@ struct Shared<P: CloudProvider> {
     nodes: Mutex<BTreeMap<String, Entry<P>>>,
     pending_pods: Mutex<BTreeMap<String, u64>>,
     stable: AtomicBool,
+    /// Why the last full resync failed (the rounds it blocks say so).
+    unstable: Mutex<Option<Arc<P::Error>>>,
     /// Why the last full resync was refused (a missing permission), shown on every node
     /// until a full resync goes through.
     refused: Mutex<Option<Arc<P::Error>>>,
@@ -167,8 +175,22 @@ impl<P: CloudProvider> Shared<P> {
     }
 
     fn recalculate(&self, state: &mut StateOf<P>) {
+        let problem = if state.view.instance_id.is_empty() {
+            None
+        } else {
+            self.provider.invalid_spec(Self::node_ref(&state.view))
+        };
+        if let Some(problem) = &problem
+            && *problem != state.spec_error
+        {
+            warn!(node = %state.view.name, error = %problem,
+                "the CiliumNode's spec cannot be acted on; the node is left as it is");
+        }
+        state.spec_error = problem.unwrap_or_default();
         let cloud = if state.view.instance_id.is_empty() {
             Err(Unseen::NoInstanceId)
+        } else if !state.spec_error.is_empty() {
+            Err(Unseen::InvalidSpec)
         } else {
             self.provider
                 .resync_interfaces(Self::node_ref(&state.view))
@@ -176,6 +198,8 @@ impl<P: CloudProvider> Shared<P> {
         };
         // While the full resync is refused, every node lacks its instance: that is said once.
         if let Err(error) = &cloud
+            && !matches!(error, Unseen::InvalidSpec)
+            && state.view.invalid.is_empty()
             && !state.instance_missing
             && self.refusal().is_none()
         {
@@ -184,13 +208,47 @@ impl<P: CloudProvider> Shared<P> {
                 "Instance not found! Please delete corresponding ciliumnode if instance has already been deleted");
         }
         let max = self.provider.max_allocatable(Self::node_ref(&state.view));
+        let known = cloud.is_ok();
         state.recalculate(cloud.ok(), max);
+        let requested_v6 = state.view.requested_default_v6;
+        state.ipv6_prefixes_needed = u64::from(
+            known && (self.provider).ipv6_prefix_needed(Self::node_ref(&state.view), requested_v6),
+        );
+        if self.settings.release_excess
+            && let Some(allocated) = &state.view.allocated_v4
+            && let Some(attached) = self.provider.releasable_cidrs(Self::node_ref(&state.view))
+            && state
+                .cidr_marks
+                .observe(allocated, &attached, tokio::time::Instant::now())
+        {
+            let marked = state.cidr_marks.marked();
+            info!(node = %state.view.name, ?marked, delay = ?self.settings.release_delay,
+                "CIDRs the agent gave back are released after the delay");
+        }
+        let at_limit = state.wanted_beyond_limit(max).map(|wanted| {
+            let reason = (self.provider.limit_reason(Self::node_ref(&state.view)))
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            format!(
+                "the node holds its instance's limit of {max} addresses{reason}; {wanted} more \
+                 are wanted and none can be allocated"
+            )
+        });
+        let text = at_limit.unwrap_or_default();
+        if !text.is_empty() && text != state.limit_error {
+            warn!(node = %state.view.name, error = %text, "node at its instance's limit of addresses");
+        }
+        state.limit_error = text;
     }
 
     /// Fire the node's round if it needs one.
     fn maybe_kick(&self, entry: &mut Entry<P>) {
         let release = self.settings.release_excess;
-        if entry.state.allocation_needed() || entry.state.release_needed(release) {
+        // A new mark also wakes the maintainer, which then waits for the earliest one.
+        if entry.state.allocation_needed()
+            || entry.state.release_needed(release)
+            || entry.state.cidr_marks.take_changed()
+        {
             entry.state.waiting_for_maintenance = true;
             entry.kick.notify_one();
         }
@@ -314,6 +372,7 @@ impl<P: CloudProvider> CloudManager<P> {
                 nodes: Mutex::new(BTreeMap::new()),
                 pending_pods: Mutex::new(BTreeMap::new()),
                 stable: AtomicBool::new(true),
+                unstable: Mutex::new(None),
                 refused: Mutex::new(refused),
                 writes,
                 observer,
@@ -343,6 +402,12 @@ impl<P: CloudProvider> CloudManager<P> {
             return;
         }
         let mut nodes = shared.lock();
+        let was_invalid = (nodes.get(&view.name)).and_then(|e| e.state.view.invalid_text());
+        if let Some(text) = view.invalid_text()
+            && was_invalid.as_ref() != Some(&text)
+        {
+            warn!(node = %view.name, error = %text, "CiliumNode fields of the wrong form");
+        }
         let entry = nodes.entry(view.name.clone()).or_insert_with(|| {
             let kick = Arc::new(Notify::new());
             let task = tokio::spawn(maintainer(
@@ -368,7 +433,10 @@ impl<P: CloudProvider> CloudManager<P> {
         }
         entry.state.view = view;
         shared.recalculate(&mut entry.state);
-        if entry.state.instance_missing && !entry.state.view.instance_id.is_empty() {
+        if entry.state.instance_missing
+            && entry.state.spec_error.is_empty()
+            && !entry.state.view.instance_id.is_empty()
+        {
             entry.state.waiting_for_maintenance = true;
             entry.kick.notify_one();
         }
@@ -455,8 +523,12 @@ impl<P: CloudProvider> CloudManager<P> {
                 }
                 Err(error) => {
                     failures += 1;
+                    warn!(error = %crate::chain(&error), "full resync of the instances failed; blocking mutating operations");
+                    *shared
+                        .unstable
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(error));
                     shared.stable.store(false, Ordering::Relaxed);
-                    warn!(%error, "full resync of the instances failed; blocking mutating operations");
                     next = tokio::time::Instant::now() + Duration::from_secs(u64::from(failures));
                 }
             }
@@ -484,6 +556,9 @@ enum Unseen<E: std::error::Error + 'static> {
     /// The provider's answer.
     #[error(transparent)]
     Cloud(E),
+    /// The node's spec cannot be acted on (`NodeState::spec_error`).
+    #[error("the node's spec cannot be acted on")]
+    InvalidSpec,
 }
 
 mod publish;

@@ -8,6 +8,7 @@ use std::{net::IpAddr, time::Instant};
 use super::{
     Available, InterfaceStats,
     needed::{DEFAULT_PRE_ALLOCATE, Watermarks, excess, needed},
+    release::CidrMarks,
     view::CloudNodeView,
 };
 
@@ -32,10 +33,20 @@ pub struct NodeState<S, T> {
     pub assigned_static_ip: String,
     /// Why the last round or recalculation failed (`operator-status.error`; empty: none).
     pub error: String,
+    /// Why the node gets no more addresses though it wants more: it holds the provider's
+    /// limit (empty: it does not).
+    pub limit_error: String,
+    /// What the provider cannot act on in the node's spec (empty: nothing).
+    pub spec_error: String,
     /// The instance was missing from the cache at the last recalculation.
     pub instance_missing: bool,
     /// A recovery sync was fired for the current missing episode.
     pub instance_sync_retriggered: bool,
+    /// CIDRs a 1.20+ agent gave back, waiting for the release delay.
+    pub cidr_marks: CidrMarks,
+    /// IPv6 prefixes the node lacks (Cilium's needed prefixes: 1 when the agent asks for IPv6
+    /// addresses and the node has no prefix, else 0).
+    pub ipv6_prefixes_needed: u64,
 }
 
 impl<S, T> NodeState<S, T> {
@@ -52,8 +63,12 @@ impl<S, T> NodeState<S, T> {
             waiting_for_maintenance: false,
             resync_needed: None,
             error: String::new(),
+            limit_error: String::new(),
+            spec_error: String::new(),
             instance_missing: false,
             instance_sync_retriggered: false,
+            cidr_marks: CidrMarks::default(),
+            ipv6_prefixes_needed: 0,
         }
     }
 
@@ -112,6 +127,19 @@ impl<S, T> NodeState<S, T> {
         }
     }
 
+    /// Addresses the node wants beyond the provider's `limit` when it holds that many already
+    /// and the limit is what stops it (`max-allocate` unset, or not below it); `None`
+    /// otherwise.
+    #[must_use]
+    pub fn wanted_beyond_limit(&self, limit: u64) -> Option<i64> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let avail = i64::try_from(self.available.len()).unwrap_or(i64::MAX);
+        let w = self.watermarks(u64::try_from(limit).unwrap_or(0));
+        let uncapped = needed(avail, self.used(), &Watermarks { max: 0, ..w });
+        (!self.instance_missing && limit > 0 && w.max >= limit && avail >= limit && uncapped > 0)
+            .then_some(uncapped)
+    }
+
     /// Cilium's `GetNeededAddresses`: the deficit, or minus the excess when releasing.
     #[must_use]
     pub fn needed_addresses(&self, release_excess: bool) -> i64 {
@@ -136,12 +164,16 @@ impl<S, T> NodeState<S, T> {
     pub fn allocation_needed(&self) -> bool {
         !self.waiting_for_maintenance
             && self.resync_needed.is_none()
-            && (self.static_ip_needed() || self.needed > 0)
+            && (self.static_ip_needed() || self.needed > 0 || self.ipv6_prefixes_needed > 0)
     }
 
-    /// Whether a round would release something (or answer the agent's release answers).
+    /// Whether a round would release something through the 1.19 handshake (or answer the
+    /// agent's release answers); a 1.20+ agent's node releases through its marks instead.
     #[must_use]
     pub fn release_needed(&self, release_excess: bool) -> bool {
+        if self.view.allocated_v4.is_some() {
+            return false;
+        }
         let answered = self
             .view
             .release_ips
@@ -235,6 +267,22 @@ mod tests {
         );
         s.update_last_resync(round + Duration::from_millis(1));
         assert!(s.allocation_needed());
+    }
+
+    #[test]
+    fn the_limit_is_reached_when_the_node_holds_it_and_wants_more() {
+        // 18 held, all in use: 8 more wanted, the limit of 18 stops them.
+        let mut s = state(0, 18, 18);
+        s.recalculate(Some((s.available.clone(), InterfaceStats::default())), 18);
+        assert_eq!(s.needed, 0);
+        assert_eq!(s.wanted_beyond_limit(18), Some(8));
+        // Below the limit, or wanting nothing, or no limit: not reached.
+        assert_eq!(state(0, 16, 16).wanted_beyond_limit(18), None);
+        assert_eq!(state(0, 0, 18).wanted_beyond_limit(18), None);
+        assert_eq!(s.wanted_beyond_limit(0), None);
+        // A max-allocate below the limit is the user's choice, not the limit.
+        s.view.max_allocate = 10;
+        assert_eq!(s.wanted_beyond_limit(18), None);
     }
 
     #[test]

@@ -9,10 +9,14 @@ use std::{
     sync::Arc,
 };
 
+use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 use weft_cluster_ipam::node::NodeRead;
-use weft_k8s::{crd::ipam::IpamPoolRequest, resource::FieldError};
+use weft_k8s::{
+    crd::ipam::{IpamPoolAllocation, IpamPoolRequest},
+    resource::FieldError,
+};
 
 use super::CloudProvider;
 
@@ -52,6 +56,12 @@ pub struct CloudNodeView<S, T> {
     /// The IPv4 demand of pool `default` in `spec.ipam.pools.requested` (a 1.20+ agent
     /// reports its demand there instead of `status.ipam.used`).
     pub requested_default: Option<u64>,
+    /// The IPv6 demand of pool `default` in `spec.ipam.pools.requested`.
+    pub requested_default_v6: u64,
+    /// The IPv4 CIDRs of `spec.ipam.pools.allocated` (every pool), which a 1.20+ agent of a
+    /// cloud mode writes with what it keeps; `None` when the node has no `spec.ipam.pools`
+    /// (a 1.19 agent).
+    pub allocated_v4: Option<BTreeSet<Ipv4Net>>,
     /// `status.ipam.release-ips`: address → handshake state.
     pub release_ips: BTreeMap<String, String>,
     /// `status.ipam.assigned-static-ip`.
@@ -82,7 +92,20 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
         let status = |key| ["status", "ipam", key];
         let pool: BTreeMap<String, Owner> = read.part(&ipam("pool"));
         let used: Map<String, Value> = read.part(&status("used"));
-        let requested: Vec<IpamPoolRequest> = read.part(&["spec", "ipam", "pools", "requested"]);
+        let requested: Option<Vec<IpamPoolRequest>> =
+            read.try_part(&["spec", "ipam", "pools", "requested"]);
+        let allocated: Option<Vec<IpamPoolAllocation>> =
+            read.try_part(&["spec", "ipam", "pools", "allocated"]);
+        let allocated_v4 = (requested.is_some() || allocated.is_some()).then(|| {
+            (allocated.iter().flatten())
+                .flat_map(|entry| &entry.cidrs)
+                .filter_map(|cidr| match cidr.trunc() {
+                    IpNet::V4(v4) => Some(v4),
+                    IpNet::V6(_) => None,
+                })
+                .collect()
+        });
+        let default = (requested.iter().flatten()).find(|r| r.pool == DEFAULT_POOL);
         let mut view = Self {
             name: read.name().to_owned(),
             ignored: read.ignored(),
@@ -95,10 +118,9 @@ impl<S: DeserializeOwned + Default, T: DeserializeOwned + Default> CloudNodeView
             static_ip_tags: read.part(&ipam("static-ip-tags")),
             pool: pool.into_iter().map(|(ip, o)| (ip, o.resource)).collect(),
             used: used.into_iter().map(|(ip, _)| ip).collect(),
-            requested_default: requested
-                .into_iter()
-                .find(|r| r.pool == DEFAULT_POOL)
-                .map(|r| u64::from(r.needed.ipv4_addrs)),
+            requested_default: default.map(|r| u64::from(r.needed.ipv4_addrs)),
+            requested_default_v6: default.map_or(0, |r| u64::from(r.needed.ipv6_addrs)),
+            allocated_v4,
             release_ips: read.part(&status("release-ips")),
             assigned_static_ip: read.part(&status("assigned-static-ip")),
             operator_error: String::new(),

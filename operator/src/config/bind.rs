@@ -301,6 +301,14 @@ pub const BINDINGS: [Binding; keys::KEYS.len()] = [
         }
         Ok(())
     }),
+    bind(&keys::EXCESS_IP_RELEASE_DELAY, |c, v| {
+        // Cilium's integer seconds, or a duration.
+        let value = v.one();
+        c.cloud.release_delay = (value.parse::<u64>().ok().map(Duration::from_secs))
+            .or_else(|| parse_duration(&value))
+            .ok_or_else(|| v.bad(value, "seconds (such as 180) or a duration such as 3m"))?;
+        Ok(())
+    }),
     bind(&keys::AWS_ENABLE_PREFIX_DELEGATION, |c, v| {
         c.eni.prefix_delegation = v.bool()?;
         Ok(())

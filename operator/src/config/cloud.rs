@@ -2,6 +2,8 @@
 //! of its API client, how many nodes are resolved at once and whether excess addresses are
 //! released. A provider's own settings (Azure's: [`super::AzureConfig`]) live beside it.
 
+use std::time::Duration;
+
 /// The smallest `limit-ipam-api-qps` accepted: one request per 1000 s.
 pub const MIN_API_QPS: f64 = 0.001;
 
@@ -18,6 +20,8 @@ pub struct CloudConfig {
     /// `azure-release-excess-ips` (weft; Cilium never releases on Azure): release addresses
     /// beyond a node's watermarks.
     pub release_excess_ips: bool,
+    /// `excess-ip-release-delay`: how long a CIDR a 1.20+ agent gave back stays attached.
+    pub release_delay: Duration,
 }
 
 impl Default for CloudConfig {
@@ -27,6 +31,7 @@ impl Default for CloudConfig {
             api_burst: 20,
             parallel_alloc_workers: 50,
             release_excess_ips: false,
+            release_delay: Duration::from_mins(3),
         }
     }
 }

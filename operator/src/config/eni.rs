@@ -64,12 +64,7 @@ impl Default for EniConfig {
 /// cilium-config keys of Cilium's ENI operator that weft does not act on, and why: each one
 /// found in the config directory is named at start (a flag of these names is refused as
 /// unknown).
-pub const NOT_SUPPORTED: [(&str, &str); 4] = [
-    (
-        "excess-ip-release-delay",
-        "the CIDR-based release for 1.20+ agents is not built yet; aws-release-excess-ips \
-         releases through a 1.19 agent's handshake only",
-    ),
+pub const NOT_SUPPORTED: [(&str, &str); 3] = [
     (
         "aws-use-primary-address",
         "removed from Cilium: set spec.eni.use-primary-address on the nodes (the agent's \

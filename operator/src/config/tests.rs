@@ -60,6 +60,17 @@ fn flags_win_over_the_config_dir() {
 }
 
 #[test]
+fn the_release_delay_is_seconds_as_in_cilium_or_a_duration() {
+    for (given, secs) in [("180", 180), ("30", 30), ("2m", 120), ("1m30s", 90)] {
+        let c =
+            resolve(&["--ipam", "eni", "--excess-ip-release-delay", given], &[]).expect("valid");
+        assert_eq!(c.cloud.release_delay.as_secs(), secs, "{given}");
+    }
+    let c = resolve(&["--ipam", "eni"], &[("excess-ip-release-delay", "0")]).expect("valid");
+    assert!(c.cloud.release_delay.is_zero());
+}
+
+#[test]
 fn bad_values_name_the_key() {
     for (args, file, want) in [
         (
@@ -77,6 +88,11 @@ fn bad_values_name_the_key() {
             vec!["--ipam", "eni", "--eni-tags", "team"],
             vec![],
             "eni-tags: \"team\" is not key=value pairs",
+        ),
+        (
+            vec!["--ipam", "eni", "--excess-ip-release-delay", "soon"],
+            vec![],
+            "excess-ip-release-delay: \"soon\" is not seconds (such as 180) or a duration",
         ),
         (
             vec!["--leader-election-renew-deadline", "20s"],
@@ -289,6 +305,7 @@ fn the_generic_cloud_knobs_are_in_the_cloud_section() {
             api_burst: 7,
             parallel_alloc_workers: 1,
             release_excess_ips: true,
+            release_delay: Duration::from_mins(3),
         }
     );
     assert_eq!(

@@ -16,7 +16,8 @@ use futures::future::BoxFuture;
 use tokio::sync::Mutex;
 use tracing::{info, warn};
 
-use super::imds::{Imds, ImdsError};
+use weft_aws_imds::{Imds, ImdsError};
+
 use crate::cloud::transport::{self, HttpClient, TransportError};
 
 mod container;
@@ -309,7 +310,7 @@ impl CredentialChain {
         } else {
             Source::InstanceRole
         };
-        let mut imds = Imds::with_client(&options.imds_base_url, http.clone());
+        let mut imds = Imds::new(&options.imds_base_url);
         if let Some(timeout) = options.timeout {
             imds = imds.timeout(timeout);
         }

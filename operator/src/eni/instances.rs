@@ -267,9 +267,10 @@ impl<I: Inventory> Instances<I> {
         }
     }
 
-    /// After addresses were unassigned from `eni`: drop them, and give them back to its
-    /// subnet's free count.
-    pub fn remove_addresses(&self, instance: &str, eni: &str, addresses: &[IpAddr]) {
+    /// After addresses or prefixes were unassigned from `eni` of `instance`: each of `cidrs`
+    /// (a prefix, or a single address as a host CIDR) leaves the ENI with its addresses, and
+    /// its subnet has them free again.
+    pub fn remove(&self, instance: &str, eni: &str, cidrs: &[IpNet]) {
         let mut cache = self.lock();
         let Cache {
             instances, network, ..
@@ -278,7 +279,10 @@ impl<I: Inventory> Instances<I> {
             return;
         };
         let before = found.addresses.len();
-        found.addresses.retain(|a| !addresses.contains(a));
+        found.prefixes.retain(|p| !cidrs.contains(p));
+        found
+            .addresses
+            .retain(|a| !cidrs.iter().any(|c| c.contains(a)));
         let freed = u64::try_from(before - found.addresses.len()).unwrap_or(0);
         if let Some(subnet) = (found.subnet.as_ref()).and_then(|s| network.subnets.get_mut(&s.id)) {
             subnet.available = subnet.available.saturating_add(freed);

@@ -104,6 +104,20 @@ pub fn max_allocatable(limits: Option<&Limits>, first_index: u64, pd: bool) -> O
     Some(interfaces.saturating_mul(per)).filter(|&n| n > 0)
 }
 
+/// Why a node of `instance_type` holds no more than [`max_allocatable`]: the type's
+/// interfaces from `first_index` on, times the addresses each hands out.
+#[must_use]
+pub fn limit_reason(instance_type: &str, limits: &Limits, first_index: u64, pd: bool) -> String {
+    let pd = if pd { " × 16 (/28 prefixes)" } else { "" };
+    format!(
+        "instance type {instance_type}: ENIs {first_index} to {} of its {}, {} addresses each \
+         beside the ENI's primary{pd}",
+        limits.adapters.saturating_sub(1),
+        limits.adapters,
+        limits.secondaries(),
+    )
+}
+
 /// `pre-allocate`'s default, as a count.
 const DEFAULT_PRE_ALLOCATE: u64 = DEFAULT_PRE_ALLOCATE_I64.unsigned_abs();
 

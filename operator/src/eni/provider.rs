@@ -4,7 +4,8 @@
 //! addresses (or /28 prefixes, with the fall-back to addresses) on an ENI with room, a new ENI
 //! when none has room (subnet, security groups and device index chosen as Cilium does;
 //! created, attached, marked delete-on-termination, and deleted again if the attachment
-//! fails, so that nothing leaks), a 1.19 agent's release, and the static Elastic IP.
+//! fails, so that nothing leaks), the release of what a 1.20+ agent gave back
+//! ([`release`]) or a 1.19 agent's handshake, and the static Elastic IP.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -12,6 +13,7 @@ use std::{
     sync::{Mutex, PoisonError},
 };
 
+use ipnet::{IpNet, Ipv4Net};
 use tracing::warn;
 use weft_k8s::crd::eni::{Eni, EniSpec, EniStatus};
 
@@ -23,8 +25,8 @@ use super::{
     ops::{Classify, Ec2Ops, Size},
 };
 use crate::cloud::{
-    AllocationAction, Available, CloudProvider, InstanceSyncError, InterfaceStats, NodeRef,
-    ReleaseAction,
+    AllocationAction, Available, CidrRelease, CloudProvider, InstanceSyncError, InterfaceStats,
+    NodeRef, Notice, ReleaseAction,
 };
 
 /// The allocator's settings.
@@ -53,6 +55,8 @@ pub struct EniProvider<C> {
     /// `ClientToken`, so that it is not answered with the deleted ENI (a token stays
     /// idempotent across a restart, where an ENI created but not attached is found again).
     pub(super) deleted: Mutex<BTreeMap<String, u32>>,
+    /// Events to post per instance (a prefix-delegation fallback).
+    pub(super) notices: Mutex<BTreeMap<String, Vec<Notice>>>,
 }
 
 impl<C: Ec2Ops> EniProvider<C> {
@@ -63,6 +67,7 @@ impl<C: Ec2Ops> EniProvider<C> {
             settings,
             missing_types: Mutex::default(),
             deleted: Mutex::default(),
+            notices: Mutex::default(),
         }
     }
 
@@ -112,6 +117,7 @@ impl<C: Ec2Ops> EniProvider<C> {
     /// subnet has no free /28.
     async fn assign(
         &self,
+        instance: &str,
         eni: &str,
         count: u64,
         pd: bool,
@@ -126,6 +132,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                 Ok(()) => return Ok(()),
                 Err(e) if e.is_prefix_capacity() => {
                     warn!(%eni, error = %e, "Subnet might be out of prefixes, Cilium will not allocate prefixes on this node anymore");
+                    self.notice(instance, &format!("{eni}: {e}"));
                 }
                 Err(e) => {
                     return Err(EniError::ec2(Call::Assign {
@@ -251,6 +258,24 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         limits::min_allocatable(self.limits_of(node.spec).as_ref(), first)
     }
 
+    fn limit_reason(&self, node: NodeRef<'_, EniSpec>) -> Option<String> {
+        let limits = self.limits_of(node.spec)?;
+        let pd = (self.with_node(node, |view, _| view.prefix_delegation())).unwrap_or(false);
+        let first = node.spec.first_interface_index.unwrap_or(0).unsigned_abs();
+        Some(limits::limit_reason(
+            &node.spec.instance_type,
+            &limits,
+            first,
+            pd,
+        ))
+    }
+
+    fn invalid_spec(&self, node: NodeRef<'_, EniSpec>) -> Option<String> {
+        (node.spec.first_interface_index.filter(|i| *i < 0)).map(|i| {
+            format!("spec.eni.first-interface-index: {i} is negative (the device index from which ENIs are used, 0 or more)")
+        })
+    }
+
     fn resync_interfaces(
         &self,
         node: NodeRef<'_, EniSpec>,
@@ -275,6 +300,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             (pd, view.address_room(&action.interface_id))
         })?;
         self.assign(
+            node.instance_id,
             &action.interface_id,
             action.available_for_allocation,
             pd,
@@ -288,7 +314,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         node: NodeRef<'_, EniSpec>,
         action: &AllocationAction,
     ) -> Result<u64, Self::Error> {
-        self.create_eni(node, action.max_to_allocate).await
+        self.create_eni(node, action.max_to_allocate, false).await
     }
 
     fn creation_condition(error: &Self::Error) -> &'static str {
@@ -296,7 +322,7 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             EniError::Interfaces(InterfacesError::UnknownLimits { .. }) => {
                 "unableToDetermineLimits"
             }
-            EniError::NoSubnet(_) => "unableToFindSubnet",
+            EniError::NoSubnet(_) | EniError::UnknownSubnets(_) => "unableToFindSubnet",
             EniError::NoSecurityGroups(_) => "unableToGetSecurityGroups",
             EniError::Ec2 {
                 call: Call::Create(_),
@@ -308,6 +334,37 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             } => "unableToMarkENIForDeletion",
             _ => "unableToAttachENI",
         }
+    }
+
+    fn ipv6_prefix_needed(&self, node: NodeRef<'_, EniSpec>, requested_v6: u64) -> bool {
+        requested_v6 > 0
+            && self
+                .with_node(node, |view, _| {
+                    view.enis.values().all(|eni| eni.ipv6_prefixes.is_empty())
+                })
+                .unwrap_or(false)
+    }
+
+    async fn allocate_ipv6_prefix(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        with_v4: u64,
+    ) -> Result<u64, Self::Error> {
+        let usable = self.with_node(node, |view, _| {
+            (view.enis.values())
+                .filter(|eni| !eni.is_excluded_by_spec(node.spec))
+                .min_by_key(|eni| eni.number)
+                .map(|eni| eni.id.clone())
+        })?;
+        let Some(eni) = usable else {
+            return self.create_eni(node, with_v4, true).await;
+        };
+        self.instances
+            .inventory
+            .assign_ipv6_prefix(&eni)
+            .await
+            .map_err(EniError::ec2(Call::AssignIpv6(eni.clone())))?;
+        Ok(0)
     }
 
     async fn allocate_static_ip(
@@ -391,14 +448,33 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
                     prefixes: false,
                 }))?;
         }
-        self.instances
-            .remove_addresses(node.instance_id, eni, &addresses);
+        let removed: Vec<IpNet> = (prefixes.iter().copied())
+            .chain(singles.iter().copied().map(IpNet::from))
+            .collect();
+        self.instances.remove(node.instance_id, eni, &removed);
         Ok(())
+    }
+
+    fn releasable_cidrs(&self, node: NodeRef<'_, EniSpec>) -> Option<BTreeSet<Ipv4Net>> {
+        self.releasable_of(node)
+    }
+
+    async fn release_cidrs(
+        &self,
+        node: NodeRef<'_, EniSpec>,
+        cidrs: &[Ipv4Net],
+    ) -> CidrRelease<Self::Error> {
+        self.release_cidr_list(node, cidrs).await
     }
 
     fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {
         self.with_node(node, |view, _| status_of(node.spec, view.enis))
             .unwrap_or_default()
+    }
+
+    fn take_notices(&self, node: NodeRef<'_, EniSpec>) -> Vec<Notice> {
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        notices.remove(node.instance_id).unwrap_or_default()
     }
 
     async fn background(&self) {
@@ -408,5 +484,6 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
 
 mod create;
 mod error;
+mod release;
 #[cfg(test)]
 mod tests;

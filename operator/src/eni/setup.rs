@@ -7,6 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use tracing::{info, warn};
+use weft_aws_imds::{Imds, ImdsError};
 use weft_cluster_ipam::operator_keys as keys;
 
 use super::{
@@ -14,7 +15,6 @@ use super::{
     creds::{ChainOptions, CredentialChain, CredentialsError},
     ec2::{Ec2Inventory, Scope},
     gc::{self, GcSettings},
-    imds::{Imds, ImdsError},
     provider::{EniProvider, EniSettings},
 };
 use crate::{
@@ -72,12 +72,7 @@ pub async fn provider(
     metrics: &Metrics,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<AwsProvider, SetupError> {
-    let imds = Imds::new(&config.imds_endpoint)
-        .map(|i| i.timeout(TIMEOUT))
-        .map_err(|source| SetupError::Region {
-            endpoint: config.imds_endpoint.clone(),
-            source,
-        })?;
+    let imds = Imds::new(&config.imds_endpoint).timeout(TIMEOUT);
     let region = match first([
         Some(config.region.clone()),
         env("AWS_REGION"),

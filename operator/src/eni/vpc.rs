@@ -138,6 +138,19 @@ fn considered_text(considered: &[(String, Passed)]) -> String {
     format!("; considered {}", each.join(", "))
 }
 
+/// `spec.eni.subnet-ids` names subnets the cache does not hold (Cilium would pass over them
+/// and create the ENI elsewhere).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "spec.eni.subnet-ids: {unknown:?} not among the subnets EC2 lists in the operator's scope \
+     (a typo, another VPC or region, or left out by --subnet-ids-filter/--subnet-tags-filter); \
+     no ENI is created elsewhere"
+)]
+pub struct UnknownSubnets {
+    /// The IDs not in the cache.
+    pub unknown: Vec<String>,
+}
+
 /// No security group for a new ENI.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unable to get security groups: failed to get security group ids")]
@@ -158,6 +171,22 @@ impl Network<'_> {
             .filter(|t| t.vpc_id == vpc && t.subnets.contains(subnet))
             .flat_map(|t| t.subnets.iter().map(String::as_str))
             .collect()
+    }
+
+    /// `spec.eni.subnet-ids` the cache does not hold.
+    ///
+    /// # Errors
+    /// [`UnknownSubnets`] naming them.
+    pub fn check_subnet_ids(&self, spec: &EniSpec) -> Result<(), UnknownSubnets> {
+        let unknown: Vec<String> = (spec.subnet_ids.iter())
+            .filter(|id| !self.subnets.contains_key(*id))
+            .cloned()
+            .collect();
+        if unknown.is_empty() {
+            Ok(())
+        } else {
+            Err(UnknownSubnets { unknown })
+        }
     }
 
     /// The subnet for a new ENI of the node `spec` describes, needing room for `ipv4_limit`

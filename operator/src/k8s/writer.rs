@@ -134,7 +134,18 @@ async fn carry_out(
         };
     }
     // Each subresource gets one merge patch: the typed part and the cloud manager's patch
-    // composed. A part stays queued until its patch went through.
+    // composed. A part stays queued until its patch went through; the spec waits for the
+    // status.
+    // The status first, as Cilium writes it: an agent that sees an address in the spec's pool
+    // finds its interface in the status already.
+    let status = compose_patches(p.error.as_deref().map(status_patch), p.status_patch.clone());
+    if let Some(patch) = status {
+        match send(&api, &name, "status", &patch, &metrics).await {
+            Sent::Done => (p.error, p.status_patch) = (None, None),
+            Sent::Gone => return (name, Done::Ok),
+            Sent::Failed => return (name, Done::Retry(p)),
+        }
+    }
     let spec = compose_patches(
         p.spec.as_ref().map(SpecPart::merge_patch),
         p.spec_patch.clone(),
@@ -142,14 +153,6 @@ async fn carry_out(
     if let Some(patch) = spec {
         match send(&api, &name, "spec", &patch, &metrics).await {
             Sent::Done => (p.spec, p.spec_patch) = (None, None),
-            Sent::Gone => return (name, Done::Ok),
-            Sent::Failed => return (name, Done::Retry(p)),
-        }
-    }
-    let status = compose_patches(p.error.as_deref().map(status_patch), p.status_patch.clone());
-    if let Some(patch) = status {
-        match send(&api, &name, "status", &patch, &metrics).await {
-            Sent::Done => (p.error, p.status_patch) = (None, None),
             Sent::Gone => return (name, Done::Ok),
             Sent::Failed => return (name, Done::Retry(p)),
         }

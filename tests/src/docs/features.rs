@@ -1,15 +1,15 @@
 //! Renders `docs/cilium-features.md` from the feature guard's table
 //! (`weft_agent::config::features`): per area of Cilium, what weft does, then each of Cilium's
 //! keys weft does not read with its verdict (ignored, and why; refused, at which values, what
-//! would break and the way out); last, the keys weft reads (their reference is
-//! `docs/configuration.md`). Written by `cargo xtask gen-config-ref`; `tests/tests/docs/` fails
+//! would break and the way out); last, the keys of Cilium's weft reads (their reference, with
+//! weft's own keys, is `docs/configuration.md`). Written by `cargo xtask gen-config-ref`; `tests/tests/docs/` fails
 //! while the checked-in file differs. Pure: returns the text, writes nothing.
 
 use std::fmt::Write as _;
 
 use weft_agent::config::{
-    KEYS,
     features::{self, Area, Rule},
+    reference::{Cilium, REFERENCE},
 };
 
 /// The whole page.
@@ -52,9 +52,13 @@ pub fn render() -> String {
     out.push_str(
         "## Keys weft reads\n\nThese keys mean in weft what they mean in Cilium; \
          [configuration.md](configuration.md) has each one's default and the modes that read it. \
-         The operator's keys are there too.\n\n",
+         The operator's keys are there too, and the few keys of weft's own.\n\n",
     );
-    let keys: Vec<String> = KEYS.iter().map(|k| format!("`{k}`")).collect();
+    let keys: Vec<String> = REFERENCE
+        .iter()
+        .filter(|row| !matches!(row.doc.cilium, Cilium::Weft(_)))
+        .map(|row| format!("`{}`", row.name()))
+        .collect();
     out.push_str(&keys.join(", "));
     out.push('\n');
     out

@@ -122,6 +122,15 @@ impl Faults {
         lock(&self.rules).clear();
     }
 
+    /// Rules with a use left.
+    pub fn armed(&self) -> usize {
+        let now = Instant::now();
+        lock(&self.rules)
+            .iter()
+            .filter(|r| r.until.is_none_or(|u| now < u) && r.fault.count != Some(0))
+            .count()
+    }
+
     /// Consume one use of the first rule matching `action`; its answer.
     pub(crate) fn take(&self, action: &str) -> Option<FaultAnswer> {
         let now = Instant::now();

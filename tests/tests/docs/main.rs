@@ -65,7 +65,8 @@ fn readme_and_docs_pass_the_checks() {
 }
 
 /// docs/architecture.md: `weft-agent` → `weft-cluster-ipam` ← `weft-operator`, all three →
-/// `weft-k8s`, and neither program depends on the other (so the agent links no cloud client).
+/// `weft-k8s`, both programs → `weft-aws-imds` (which depends on no weft crate), and neither
+/// program depends on the other (so the agent links no cloud API client, only IMDS's).
 #[test]
 fn the_crates_depend_one_way_as_the_architecture_says() {
     let out = std::process::Command::new(env!("CARGO"))
@@ -100,10 +101,17 @@ fn the_crates_depend_one_way_as_the_architecture_says() {
             .map(str::to_owned)
             .collect()
     };
-    assert_eq!(deps("weft-agent"), ["weft-cluster-ipam", "weft-k8s"]);
-    assert_eq!(deps("weft-operator"), ["weft-cluster-ipam", "weft-k8s"]);
+    assert_eq!(
+        deps("weft-agent"),
+        ["weft-aws-imds", "weft-cluster-ipam", "weft-k8s"]
+    );
+    assert_eq!(
+        deps("weft-operator"),
+        ["weft-aws-imds", "weft-cluster-ipam", "weft-k8s"]
+    );
     assert_eq!(deps("weft-cluster-ipam"), ["weft-k8s"]);
     assert_eq!(deps("weft-k8s"), Vec::<String>::new());
+    assert_eq!(deps("weft-aws-imds"), Vec::<String>::new());
 }
 
 /// docs/architecture.md: a module with children is `foo.rs` beside `foo/`, never `foo/mod.rs`.

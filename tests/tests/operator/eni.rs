@@ -6,7 +6,16 @@
 //! allowed; an operator SIGKILLed between creating an ENI and attaching it leaves no second ENI
 //! (the next one's `ClientToken` finds the first's, which it attaches).
 
+mod bad_spec;
+mod credentials;
+mod gc;
+mod limits;
 mod moto;
+mod prefixes;
+mod release;
+mod subnets;
+mod throttling;
+mod writes;
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -47,6 +56,11 @@ impl Aws {
     fn start(policies: &[&str]) -> Self {
         let mut scenario = Scenario::example();
         scenario.policy = Some(policy(policies));
+        Self::with(scenario)
+    }
+
+    /// `scenario`, accepting only the test's access key (its signatures verified).
+    fn with(mut scenario: Scenario) -> Self {
         scenario.access_keys = vec![ACCESS_KEY.to_owned()];
         scenario
             .secret_keys
@@ -58,6 +72,18 @@ impl Aws {
     }
 
     fn operator(&self, extra: &[&str]) -> Operator {
+        self.operator_with_env(
+            extra,
+            &[
+                ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+                ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ],
+        )
+    }
+
+    /// An operator with `extra` flags and `env` as its AWS environment, started, once it
+    /// serves (it may still be waiting for EC2).
+    fn operator_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Operator {
         let url = self.ec2.url();
         let mut flags = vec![
             "--ipam=eni",
@@ -73,10 +99,13 @@ impl Aws {
         ];
         flags.extend_from_slice(extra);
         let mut op = Operator::new(&self.cluster.kubeconfig, &flags);
-        op.env = vec![
-            ("AWS_ACCESS_KEY_ID".into(), ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY".into(), SECRET_KEY.into()),
-        ];
+        // Whatever the test's own environment holds, only `env` is the operator's AWS setup.
+        op.env = AWS_ENV
+            .iter()
+            .map(|k| ((*k).to_owned(), String::new()))
+            .collect();
+        op.env
+            .extend(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
         op.spawn();
         op.wait_log("--operator-prometheus-serve-addr", Duration::from_secs(20));
         op
@@ -84,30 +113,113 @@ impl Aws {
 
     /// A Node and its CiliumNode as Cilium's ENI agent seeds them.
     fn add_node(&self, name: &str) {
+        self.add_node_with(name, EXAMPLE_INSTANCE, &json!({}));
+    }
+
+    /// A Node and its CiliumNode on `instance` (an m5.large of the example's node subnet
+    /// unless `eni` says otherwise: its keys replace the seeded `spec.eni` ones).
+    fn add_node_with(&self, name: &str, instance: &str, eni: &Value) {
+        let mut spec_eni = json!({
+            "instance-type": "m5.large", "vpc-id": EXAMPLE_VPC,
+            "availability-zone": "us-east-1a", "node-subnet-id": EXAMPLE_NODE_SUBNET,
+            "first-interface-index": 1,
+            "security-group-tags": {"weft": "nodes"},
+        });
+        for (k, v) in eni.as_object().into_iter().flatten() {
+            spec_eni[k] = v.clone();
+        }
+        let zone = spec_eni["availability-zone"]
+            .as_str()
+            .unwrap_or("us-east-1a");
         self.cluster.emu.put(json!({
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name},
-            "spec": {"providerID": format!("aws:///us-east-1a/{EXAMPLE_INSTANCE}")},
+            "spec": {"providerID": format!("aws:///{zone}/{instance}")},
         }));
         self.cluster.emu.put(json!({
             "apiVersion": "cilium.io/v2", "kind": "CiliumNode",
             "metadata": {"name": name},
-            "spec": {
-                "instance-id": EXAMPLE_INSTANCE,
-                "eni": {
-                    "instance-type": "m5.large", "vpc-id": EXAMPLE_VPC,
-                    "availability-zone": "us-east-1a", "node-subnet-id": EXAMPLE_NODE_SUBNET,
-                    "first-interface-index": 1,
-                    "security-group-tags": {"weft": "nodes"},
-                },
-                "ipam": {},
-            },
+            "spec": {"instance-id": instance, "eni": spec_eni, "ipam": {}},
         }));
+    }
+
+    /// Set `status.ipam.used` of a node to `ips` (as its 1.19 agent would).
+    fn set_used(&self, name: &str, ips: &BTreeSet<String>) {
+        let mut node = self.node(name);
+        let used: serde_json::Map<String, Value> = (ips.iter())
+            .map(|ip| (ip.clone(), json!({"owner": format!("default/pod-{ip}")})))
+            .collect();
+        node["status"]["ipam"]["used"] = Value::Object(used);
+        self.cluster.emu.put(node);
+    }
+
+    /// Wait until `name`'s pool holds `count` addresses; the pool.
+    fn wait_pool(
+        &self,
+        name: &str,
+        count: usize,
+        timeout: Duration,
+        op: &Operator,
+    ) -> BTreeSet<String> {
+        wait_for(
+            &format!("{name}'s pool to hold {count} addresses"),
+            timeout,
+            || {
+                let node = self.node(name);
+                (pool(&node).len() == count)
+                    .then_some(())
+                    .ok_or_else(|| format!("{node}\n--- operator ---\n{}", op.log()))
+            },
+        );
+        pool(&self.node(name))
+    }
+
+    /// Wait until `name`'s `operator-status.error` contains every one of `words`; the error.
+    fn wait_error(&self, name: &str, words: &[&str], timeout: Duration, op: &Operator) -> String {
+        wait_for(
+            &format!("{name}'s operator-status to say {words:?}"),
+            timeout,
+            || {
+                let error = self.cluster.operator_error(name);
+                words
+                    .iter()
+                    .all(|w| error.contains(w))
+                    .then_some(())
+                    .ok_or_else(|| {
+                        format!("operator-status: {error:?}\n--- operator ---\n{}", op.log())
+                    })
+            },
+        );
+        self.cluster.operator_error(name)
     }
 
     fn node(&self, name: &str) -> Value {
         self.cluster.cilium_node(name).unwrap_or(Value::Null)
     }
+}
+
+/// The AWS variables of the credential chain and region (emptied for every operator, so the
+/// test's own environment never leaks in).
+const AWS_ENV: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_PROFILE",
+];
+
+/// Log lines of `op` containing every one of `words`.
+fn log_lines(op: &Operator, words: &[&str]) -> Vec<String> {
+    op.log()
+        .lines()
+        .filter(|l| words.iter().all(|w| l.contains(w)))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn pool(node: &Value) -> BTreeSet<String> {
@@ -187,11 +299,12 @@ fn an_operator_killed_between_create_and_attach_leaves_no_second_eni() {
         .inject(Fault::latency(Some("AttachNetworkInterface"), Duration::from_mins(1)).times(1));
     aws.add_node("node-k");
     let mut op = aws.operator(&[]);
-    // The request log shows a request once answered: the creation is, the attachment hangs.
-    wait_for("the ENI to be created", Duration::from_secs(30), || {
-        (aws.ec2.log().count("CreateNetworkInterface") > 0)
+    // The request log shows a request once answered: the creation is; the attachment hangs
+    // once it has taken the fault (else the next operator's attachment would take it).
+    wait_for("the attachment to hang", Duration::from_secs(30), || {
+        (aws.ec2.log().count("CreateNetworkInterface") > 0 && aws.ec2.armed_faults() == 0)
             .then_some(())
-            .ok_or_else(|| "no CreateNetworkInterface yet".to_owned())
+            .ok_or_else(|| "no CreateNetworkInterface yet, or no attachment hanging".to_owned())
     });
     op.kill();
     let _next = aws.operator(&[]);

@@ -206,7 +206,7 @@ pub const IP_MASQ_AGENT_CONFIG_PATH: Key = agent(
 /// The `ipv4-native-routing-cidr` row.
 pub const IPV4_NATIVE_ROUTING_CIDR: Key = agent(
     "ipv4-native-routing-cidr",
-    Empty("none"),
+    Empty("none; eni: the VPC's primary CIDR, azure: the node's subnet, from the CiliumNode"),
     Modes::All,
     "IPv4 destinations that keep the pod address (not masqueraded)",
     |c, v| {

@@ -1,15 +1,16 @@
 //! The rows of the keys the agent seeds its own CiliumNode from (Kubernetes only: watermarks,
-//! static-IP tags, Azure's interface, the `eni-*` keys) and the operator's cluster-pool keys
-//! the single-host store's in-process allocator reads. Data and the setter of each value;
+//! static-IP tags, Azure's interface, the `eni-*` keys, where IMDS is) and the operator's
+//! cluster-pool keys the single-host store's in-process allocator reads. Data and the setter of each value;
 //! [`super::REFERENCE`] lists them in the documentation's order.
 
 use std::path::PathBuf;
 
-use crate::ipam::mode::IpamMode::Azure;
+use crate::ipam::mode::IpamMode::{Azure, Eni};
 
 use super::{
+    Cilium,
     DefaultValue::{Empty, Value},
-    Key, Modes, SWITCH, TAGS, VALUE, WATERMARK_MODES, eni, pool, seed,
+    Key, Modes, SWITCH, Stores, TAGS, VALUE, WATERMARK_MODES, doc, eni, pool, seed,
 };
 
 /// The `auto-create-cilium-node-resource` row.
@@ -218,6 +219,22 @@ pub const ENI_DELETE_ON_TERMINATION: Key = eni(
         Ok(())
     },
 );
+
+/// The `aws-imds-endpoint` row (the operator's key of the same name and meaning).
+pub const AWS_IMDS_ENDPOINT: Key = doc(
+    "aws-imds-endpoint",
+    Value(weft_aws_imds::DEFAULT_BASE_URL),
+    Modes::Only(&[Eni]),
+    Stores::Kubernetes,
+    Cilium::Weft("none: Cilium's agent reads IMDS at its fixed address"),
+    "the instance metadata service `spec.instance-id` and `spec.eni.{instance-type, \
+     availability-zone, vpc-id, node-subnet-id}` are seeded from, at another URL",
+    |c, v| {
+        v.value.clone_into(&mut c.node_seed.aws_imds_endpoint);
+        Ok(())
+    },
+)
+.flag(VALUE);
 
 /// The `cluster-pool-ipv4-cidr` row.
 pub const CLUSTER_POOL_IPV4_CIDR: Key = pool(

@@ -180,4 +180,39 @@ pub enum NetlinkError {
         #[source]
         source: rtnetlink::Error,
     },
+    /// A pod's source-routing rule could not be added or removed.
+    #[error("ip rule {rule}")]
+    Rule {
+        /// The rule, in `ip rule` syntax.
+        rule: String,
+        /// What the kernel said.
+        #[source]
+        source: rtnetlink::Error,
+    },
+    /// Listing the rules or a table's routes failed.
+    #[error("cannot list the routing rules or tables")]
+    ListRules(#[source] rtnetlink::Error),
+    /// A route of an interface's table could not be set or removed.
+    #[error("route {route}")]
+    CloudRoute {
+        /// The route.
+        route: String,
+        /// What the kernel said.
+        #[source]
+        source: rtnetlink::Error,
+    },
+    /// Listing the links failed.
+    #[error("cannot list the links")]
+    ListLinks(#[source] rtnetlink::Error),
+    /// An address could not be added to or removed from a cloud interface.
+    #[error("address {addr} on {ifname}")]
+    DeviceAddress {
+        /// The interface.
+        ifname: String,
+        /// The address with its prefix.
+        addr: ipnet::IpNet,
+        /// What the kernel said.
+        #[source]
+        source: rtnetlink::Error,
+    },
 }

@@ -133,12 +133,15 @@ impl<P: CloudProvider> Shared<P> {
                 believed.provider.clone()
             },
             static_ip: state.assigned_static_ip.clone(),
-            // A field with the wrong shape is the error while it lasts, then a refused full
-            // resync (a missing permission); the round's otherwise.
+            // A field with the wrong shape or a value the provider cannot act on is the error
+            // while it lasts, then a refused full resync (a missing permission), then the
+            // round's; otherwise the instance's limit, when it stops the node.
             error: view
                 .invalid_text()
+                .or_else(|| (!state.spec_error.is_empty()).then(|| state.spec_error.clone()))
                 .or_else(|| self.refusal().map(|e| refusal_text(&*e)))
-                .unwrap_or_else(|| state.error.clone()),
+                .or_else(|| (!state.error.is_empty()).then(|| state.error.clone()))
+                .unwrap_or_else(|| state.limit_error.clone()),
         };
         let (spec, status) = believed.patches(&want);
         if spec.is_none() && status.is_none() {
@@ -149,6 +152,7 @@ impl<P: CloudProvider> Shared<P> {
             node: view.name.clone(),
             spec,
             status,
+            events: Vec::new(),
         });
     }
 }

@@ -8,6 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use ipnet::Ipv4Net;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
@@ -24,12 +25,15 @@ pub(super) enum RoundError<E: std::error::Error + 'static> {
     /// The full resync is refused (a missing permission); no round runs until it goes through.
     #[error("unable to synchronize with the instances API")]
     Refused(#[source] Arc<E>),
-    /// The last full resync failed (Cilium's text).
+    /// The last full resync failed (Cilium's text), and why.
     #[error("instances API is unstable. Blocking mutating operations. See logs for details.")]
-    Unstable,
+    Unstable(#[source] Arc<E>),
     /// The instance could not be read again.
     #[error(transparent)]
     InstanceSync(E),
+    /// The IPv6 prefix could not be assigned.
+    #[error("unable to assign an IPv6 prefix")]
+    Ipv6Prefix(#[source] E),
     /// The static public IP could not be assigned.
     #[error("unable to assign a static public IP")]
     StaticIp(#[source] E),
@@ -48,6 +52,15 @@ pub(super) enum RoundError<E: std::error::Error + 'static> {
     /// A new interface could not be created (Cilium's text).
     #[error("unable to create a new interface")]
     CreateInterface(#[source] E),
+    /// Releasing CIDRs a 1.20+ agent gave back failed.
+    #[error("unable to release CIDRs {cidrs:?}")]
+    ReleaseCidrs {
+        /// The CIDRs not released.
+        cidrs: Vec<Ipv4Net>,
+        /// The provider's error.
+        #[source]
+        source: E,
+    },
     /// Releasing addresses failed.
     #[error("unable to release addresses {ips:?}")]
     Release {
@@ -66,8 +79,14 @@ impl<P: CloudProvider> Shared<P> {
         if let Some(refusal) = self.refusal() {
             return Err(RoundError::Refused(refusal));
         }
-        if !self.stable.load(Ordering::Relaxed) {
-            return Err(RoundError::Unstable);
+        if !self.stable.load(Ordering::Relaxed)
+            && let Some(error) = self
+                .unstable
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        {
+            return Err(RoundError::Unstable(error));
         }
         let Some(instance) = self
             .lock()
@@ -85,7 +104,7 @@ impl<P: CloudProvider> Shared<P> {
                 }
             }
         }
-        let Some((view, available, needed, excess, static_needed)) =
+        let Some((view, available, needed, excess, static_needed, ipv6_needed)) =
             self.lock().get(name).map(|e| {
                 (
                     e.state.view.clone(),
@@ -93,13 +112,15 @@ impl<P: CloudProvider> Shared<P> {
                     e.state.needed,
                     e.state.excess,
                     e.state.static_ip_needed(),
+                    e.state.ipv6_prefixes_needed > 0,
                 )
             })
         else {
             return Ok(false);
         };
         let node = Self::node_ref(&view);
-        let mut mutated = false;
+        // Cilium's maintenance releases what 1.20+ agents gave back before anything else.
+        let mut mutated = self.settings.release_excess && self.release_cidrs(name, node).await?;
         if static_needed {
             let ip = self
                 .provider
@@ -112,7 +133,7 @@ impl<P: CloudProvider> Shared<P> {
             }
             mutated = true;
         }
-        if self.settings.release_excess {
+        if self.settings.release_excess && view.allocated_v4.is_none() {
             let action = if excess > 0 {
                 self.provider
                     .prepare_release(node, u64::try_from(excess).unwrap_or(0), &view.used)
@@ -128,11 +149,25 @@ impl<P: CloudProvider> Shared<P> {
                     .map(|r| r || mutated);
             }
         }
-        if needed <= 0 {
+        let above = u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0);
+        let needed = u64::try_from(needed).unwrap_or(0);
+        if ipv6_needed {
+            // Before the IPv4 addresses, as Cilium does; a new interface carries both.
+            let with_v4 = if needed > 0 { needed + above } else { 0 };
+            let held = self
+                .provider
+                .allocate_ipv6_prefix(node, with_v4)
+                .await
+                .map_err(RoundError::Ipv6Prefix)?;
+            info!(node = %name, new_interface_addresses = held, "assigned an IPv6 prefix");
+            if held > 0 || needed == 0 {
+                return Ok(true);
+            }
+            mutated = true;
+        }
+        if needed == 0 {
             return Ok(mutated);
         }
-        let needed = u64::try_from(needed).unwrap_or(0);
-        let above = u64::try_from(view.max_above_watermark.max(0)).unwrap_or(0);
         Ok(self.allocate(node, needed, above).await? || mutated)
     }
 
@@ -230,6 +265,47 @@ impl<P: CloudProvider> Shared<P> {
         }
     }
 
+    /// Release the CIDRs whose marks are older than the delay. Returns whether any was.
+    async fn release_cidrs(
+        &self,
+        name: &str,
+        node: NodeRef<'_, P::NodeSpec>,
+    ) -> Result<bool, RoundError<P::Error>> {
+        let delay = self.settings.release_delay;
+        let due = match self.lock().get(name) {
+            Some(entry) => entry
+                .state
+                .cidr_marks
+                .due(tokio::time::Instant::now(), delay),
+            None => return Ok(false),
+        };
+        if due.is_empty() {
+            return Ok(false);
+        }
+        let started = Instant::now();
+        let outcome = self.provider.release_cidrs(node, &due).await;
+        let secs = started.elapsed().as_secs_f64();
+        let released: Vec<Ipv4Net> = outcome.released.values().flatten().copied().collect();
+        if let Some(entry) = self.lock().get_mut(name) {
+            entry.state.cidr_marks.unmark(&released);
+            entry.state.cidr_marks.unmark(&outcome.gone);
+        }
+        for (subnet, cidrs) in &outcome.released {
+            self.observer
+                .round(Outcome::Released, subnet, cidr_addresses(cidrs), secs);
+            info!(node = %name, %subnet, ?cidrs, "released CIDRs the agent gave back");
+        }
+        match outcome.error {
+            Some(source) => Err(RoundError::ReleaseCidrs {
+                cidrs: (due.into_iter())
+                    .filter(|c| !released.contains(c) && !outcome.gone.contains(c))
+                    .collect(),
+                source,
+            }),
+            None => Ok(!released.is_empty()),
+        }
+    }
+
     /// The operator's side of the release handshake for `action`'s addresses.
     async fn release(
         &self,
@@ -271,6 +347,7 @@ impl<P: CloudProvider> Shared<P> {
                 node: name.to_owned(),
                 spec: None,
                 status: Some(json!({"status": {"ipam": {"release-ips": marks}}})),
+                events: Vec::new(),
             });
         }
         if ready.is_empty() {
@@ -298,6 +375,7 @@ impl<P: CloudProvider> Shared<P> {
                     node: name.to_owned(),
                     spec: None,
                     status: Some(json!({"status": {"ipam": {"release-ips": released}}})),
+                    events: Vec::new(),
                 });
                 Ok(true)
             }
@@ -338,6 +416,14 @@ impl<P: CloudProvider> Shared<P> {
     }
 }
 
+/// Addresses in `cidrs`.
+fn cidr_addresses(cidrs: &[Ipv4Net]) -> u64 {
+    cidrs
+        .iter()
+        .map(|c| 1u64 << (32 - u32::from(c.prefix_len())))
+        .sum()
+}
+
 fn backoff(failures: u32, nodes: usize) -> Duration {
     let base = Duration::from_secs(1).saturating_mul(1 << failures.min(10));
     // Cilium scales by ln(1 + nodes) so that a large cluster's retries spread out.
@@ -356,7 +442,19 @@ pub(super) async fn maintainer<P: CloudProvider>(
     let mut retry_at: Option<tokio::time::Instant> = None;
     let mut hold_until: Option<tokio::time::Instant> = None;
     loop {
-        match retry_at {
+        // The earliest release mark comes due like a retry.
+        let due = shared.lock().get(&name).and_then(|entry| {
+            (shared.settings.release_excess)
+                .then(|| {
+                    entry
+                        .state
+                        .cidr_marks
+                        .next_due(shared.settings.release_delay)
+                })
+                .flatten()
+        });
+        let wake = [retry_at, due].into_iter().flatten().min();
+        match wake {
             Some(at) => {
                 tokio::select! {
                     () = kick.notified() => {}
@@ -409,13 +507,22 @@ pub(super) async fn maintainer<P: CloudProvider>(
                     hold_until = (!unstable).then_some(tokio::time::Instant::now() + wait);
                     let error = crate::chain(error);
                     warn!(node = %name, %error, retry_in = ?wait, "pool maintainer round failed");
-                    if !unstable {
-                        entry.state.error = error;
-                    }
+                    entry.state.error = error;
                 }
             }
             shared.recalculate(&mut entry.state);
             shared.publish(entry);
+            let events = shared
+                .provider
+                .take_notices(Shared::<P>::node_ref(&entry.state.view));
+            if !events.is_empty() {
+                let _ = shared.writes.send(NodePatch {
+                    node: name.clone(),
+                    spec: None,
+                    status: None,
+                    events,
+                });
+            }
         }
         if changed || failed {
             shared.after_round(&name).await;

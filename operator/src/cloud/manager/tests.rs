@@ -268,6 +268,7 @@ async fn start(
         Settings {
             parallel_workers: 4,
             release_excess,
+            release_delay: Duration::ZERO,
         },
         tx,
         Box::new(seen.clone()),

@@ -3,7 +3,7 @@
 //! document from `…/security-credentials/<role>` (`Code` must be `Success` when present).
 
 use super::{Credentials, CredentialsError, SourceKind, credential_document};
-use crate::eni::imds::Imds;
+use weft_aws_imds::Imds;
 
 const PATH: &str = "/latest/meta-data/iam/security-credentials/";
 

@@ -178,7 +178,7 @@ async fn local_patches_keep_the_addresses_and_the_subnet_count() {
     cache.add_addresses("i-1", "eni-a", &new);
     assert_eq!(cache.lock().instances["i-1"]["eni-a"].addresses.len(), 3);
     assert_eq!(cache.pool_quota()["subnet-1"], 98);
-    cache.remove_addresses("i-1", "eni-a", &new[..1]);
+    cache.remove("i-1", "eni-a", &[IpNet::from(new[0])]);
     assert_eq!(cache.lock().instances["i-1"]["eni-a"].addresses.len(), 2);
     assert_eq!(cache.pool_quota()["subnet-1"], 99);
     let created = attached("i-1", "eni-c", &["10.0.0.20", "10.0.0.21"]).eni;

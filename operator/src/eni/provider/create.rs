@@ -8,7 +8,7 @@ use weft_k8s::crd::eni::EniSpec;
 
 use super::{Call, EniError, EniProvider};
 use crate::{
-    cloud::NodeRef,
+    cloud::{NodeRef, Notice},
     eni::{
         interfaces::InterfacesError,
         limits::PD_BLOCK,
@@ -21,12 +21,13 @@ use crate::{
 const ATTACH_TRIES: u32 = 5;
 
 impl<C: Ec2Ops> EniProvider<C> {
-    /// Create, attach and mark a new ENI for `node` (Cilium's `CreateInterface`); returns
-    /// how many addresses it holds.
+    /// Create, attach and mark a new ENI for `node` (Cilium's `CreateInterface`), with an
+    /// IPv6 /80 prefix when asked; returns how many IPv4 addresses it holds.
     pub(super) async fn create_eni(
         &self,
         node: NodeRef<'_, EniSpec>,
         to_allocate: u64,
+        ipv6_prefix: bool,
     ) -> Result<u64, EniError<C::Error>> {
         let instance = node.instance_id;
         let (new, index, size, network) = self.with_node(node, |view, cache| {
@@ -35,6 +36,7 @@ impl<C: Ec2Ops> EniProvider<C> {
             })?;
             let pd = view.prefix_delegation();
             let network = cache.network.view();
+            network.check_subnet_ids(node.spec)?;
             let choice = network.choose_subnet(node.spec, limits.ipv4)?;
             if !choice.shares_route_table {
                 warn!(%instance, subnet = %choice.subnet.id, rule = ?choice.rule,
@@ -55,7 +57,7 @@ impl<C: Ec2Ops> EniProvider<C> {
                 } else {
                     Size::Addresses(size)
                 },
-                ipv6_prefix: false,
+                ipv6_prefix,
                 client_token: format!(
                     "{instance}-{index}-{}-{}",
                     view.enis.len(),
@@ -69,6 +71,10 @@ impl<C: Ec2Ops> EniProvider<C> {
             Err(e) if e.is_prefix_capacity() && matches!(new.size, Size::Prefixes(_)) => {
                 warn!(%instance, subnet = %new.subnet, error = %e,
                     "the subnet has no free /28 for a new ENI; creating it with addresses");
+                self.notice(
+                    instance,
+                    &format!("a new ENI in subnet {}: {e}", new.subnet),
+                );
                 let fallback = NewEni {
                     size: Size::Addresses(size.min(new_eni_addresses(self, node))),
                     client_token: format!("{}-addresses", new.client_token),
@@ -136,6 +142,20 @@ impl<C: Ec2Ops> EniProvider<C> {
             instance: instance.to_owned(),
             tries: ATTACH_TRIES,
         })
+    }
+
+    /// An Event for `instance`'s node: prefix delegation refused for `what`, single addresses
+    /// taken instead.
+    pub(super) fn notice(&self, instance: &str, what: &str) {
+        let message = format!(
+            "prefix delegation refused, no free /28 ({what}); single addresses assigned \
+             instead, and from now on for this node"
+        );
+        let mut notices = self.notices.lock().unwrap_or_else(PoisonError::into_inner);
+        (notices.entry(instance.to_owned()).or_default()).push(Notice {
+            reason: "PrefixDelegationFallback",
+            message,
+        });
     }
 
     /// ENIs of `instance` this process deleted again.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::eni::{
     interfaces::InterfacesError,
-    vpc::{NoSecurityGroups, NoSubnet},
+    vpc::{NoSecurityGroups, NoSubnet, UnknownSubnets},
 };
 
 /// The EC2 call of the allocator that failed, with its object.
@@ -42,6 +42,8 @@ pub enum Call {
         /// The device index.
         index: u64,
     },
+    /// An IPv6 /80 prefix assigned to an ENI.
+    AssignIpv6(String),
     /// An ENI marked delete-on-termination.
     Mark(String),
     /// The Elastic IPs listed.
@@ -72,6 +74,7 @@ impl std::fmt::Display for Call {
                 instance,
                 index,
             } => write!(f, "attaching {eni} to {instance} at index {index}"),
+            Self::AssignIpv6(eni) => write!(f, "assigning an IPv6 /80 prefix to {eni}"),
             Self::Mark(eni) => write!(f, "marking {eni} delete-on-termination"),
             Self::ElasticIps => write!(f, "listing the Elastic IPs"),
             Self::Associate { allocation, eni } => write!(f, "associating {allocation} with {eni}"),
@@ -103,6 +106,9 @@ pub enum EniError<E: std::error::Error + 'static> {
     /// No subnet for a new ENI.
     #[error(transparent)]
     NoSubnet(#[from] NoSubnet),
+    /// `spec.eni.subnet-ids` names subnets EC2 does not list.
+    #[error(transparent)]
+    UnknownSubnets(#[from] UnknownSubnets),
     /// No security group for a new ENI.
     #[error(transparent)]
     NoSecurityGroups(#[from] NoSecurityGroups),

@@ -16,6 +16,8 @@ use crate::{
 };
 
 mod fake;
+mod ipv6;
+mod release;
 
 use fake::{ATTACH_LIMIT, Fake, INDEX_TAKEN, PREFIX_CAPACITY, subnet_of};
 
@@ -245,6 +247,7 @@ async fn the_cloud_manager_fills_a_node_through_a_new_eni() {
         Settings {
             parallel_workers: 2,
             release_excess: false,
+            release_delay: Duration::ZERO,
         },
         tx,
         Box::new(Quiet),

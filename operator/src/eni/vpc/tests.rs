@@ -210,3 +210,23 @@ fn the_lowest_free_device_index_from_the_first_interface_index() {
     assert_eq!(free_device_index(&enis, 3), 4);
     assert_eq!(free_device_index(&BTreeMap::new(), 1), 1);
 }
+
+#[test]
+fn subnet_ids_the_cache_lacks_are_named() {
+    let all = subnets(vec![subnet("node", "a", 100, &[])]);
+    let sgs = BTreeMap::new();
+    let net = Network {
+        subnets: &all,
+        route_tables: &[],
+        security_groups: &sgs,
+    };
+    let mut s = spec();
+    assert_eq!(net.check_subnet_ids(&s), Ok(()), "none listed");
+    s.subnet_ids = vec!["node".into(), "subnet-typo".into()];
+    let error = net.check_subnet_ids(&s).expect_err("one unknown");
+    assert_eq!(error.unknown, vec!["subnet-typo".to_owned()]);
+    assert!(
+        error.to_string().starts_with("spec.eni.subnet-ids: "),
+        "{error}"
+    );
+}

@@ -189,6 +189,7 @@ impl Ec2Ops for Fake {
         let mut ec2 = self.0.lock().unwrap();
         ec2.calls
             .push(format!("unassign {eni} {addresses:?} {prefixes:?}"));
+        ec2.fault("unassign")?;
         let found = ec2.eni_mut(eni).unwrap();
         found
             .addresses
@@ -197,18 +198,21 @@ impl Ec2Ops for Fake {
         Ok(())
     }
     async fn assign_ipv6_prefix(&self, eni: &str) -> Result<(), FakeError> {
-        self.0
-            .lock()
-            .unwrap()
-            .calls
-            .push(format!("assign_ipv6 {eni}"));
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.calls.push(format!("assign_ipv6 {eni}"));
+        ec2.fault("assign_ipv6")?;
+        let prefix = "2600:1f18::/80".parse().unwrap();
+        ec2.eni_mut(eni).unwrap().ipv6_prefixes.push(prefix);
         Ok(())
     }
     async fn create(&self, new: &NewEni, _: &NetworkState) -> Result<Eni, FakeError> {
         let mut ec2 = self.0.lock().unwrap();
         ec2.calls.push(format!(
-            "create {} {:?} {:?}",
-            new.subnet, new.size, new.security_groups
+            "create {} {:?} {:?}{}",
+            new.subnet,
+            new.size,
+            new.security_groups,
+            if new.ipv6_prefix { " +ipv6" } else { "" }
         ));
         ec2.tokens.push(new.client_token.clone());
         ec2.fault("create")?;
@@ -229,6 +233,11 @@ impl Ec2Ops for Fake {
             security_groups: new.security_groups.clone(),
             tags: new.tags.clone(),
             description: new.description.clone(),
+            ipv6_prefixes: if new.ipv6_prefix {
+                vec!["2600:1f18:0:1::/80".parse().unwrap()]
+            } else {
+                Vec::new()
+            },
             ..Eni::default()
         };
         ec2.detached.insert(id, eni.clone());

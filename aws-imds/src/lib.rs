@@ -1,10 +1,14 @@
-//! The EC2 instance metadata service, IMDSv2 (§3.5): a session token from
-//! `PUT /latest/api/token` (TTL header), then GETs carrying it; a token request answered
-//! 403/404/405 falls back to IMDSv1 (GETs without a token). Answers are at most 1 MiB. Reads
-//! the identity document (region, instance ID), the instance's ID, type, MAC and zone, and an
-//! interface's VPC and subnet by MAC; the IMDS role credentials are [`super::creds`]'s. The
-//! token is a secret: never logged. Unlike Cilium, the base URL is configurable
-//! (`--aws-imds-endpoint`), so an emulator can stand in.
+//! The EC2 instance metadata service, IMDSv2 (§3.5 of the ENI operator spec), the one client
+//! both programs read it with: the operator (region, VPC, cluster name, the instance role's
+//! credentials) and the agent in `eni` mode (its CiliumNode's instance, type, zone, VPC and
+//! node subnet). A session token from `PUT /latest/api/token` (TTL header), then GETs carrying
+//! it; a token request answered 403/404/405 falls back to IMDSv1 (GETs without a token).
+//! Answers are at most 1 MiB. Reads the identity document (region, instance ID), the
+//! instance's ID, type, MAC and zone, an interface's VPC and subnet by MAC, and any other path
+//! as text ([`Imds::get`]; the operator's credential chain reads the role there). The token is
+//! a secret: never logged. Unlike Cilium, the base URL is configurable (`--aws-imds-endpoint`),
+//! so an emulator can stand in. IMDS is plain HTTP: this crate links no TLS; its
+//! [`transport`] is also the exchange the operator's https clients use.
 
 use std::time::Duration;
 
@@ -14,7 +18,9 @@ use serde::Deserialize;
 use tokio::{sync::Mutex, time::Instant};
 use tracing::debug;
 
-use crate::cloud::transport::{self, HttpClient, TransportError};
+pub mod transport;
+
+use transport::{PlainClient, TransportError};
 
 /// IMDS's address on every EC2 instance.
 pub const DEFAULT_BASE_URL: &str = "http://169.254.169.254";
@@ -34,13 +40,6 @@ pub const BODY_LIMIT: usize = 1 << 20;
 /// An IMDS read that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ImdsError {
-    /// The HTTP client could not be built.
-    #[error("building the instance metadata client failed")]
-    Client {
-        /// Why.
-        #[source]
-        source: Box<TransportError>,
-    },
     /// The request failed (no answer).
     #[error("instance metadata {endpoint}{path}: request failed")]
     Transport {
@@ -103,26 +102,21 @@ enum Token {
 #[derive(Debug)]
 pub struct Imds {
     base: String,
-    http: HttpClient,
+    http: PlainClient,
     timeout: Option<Duration>,
     token: Mutex<Option<Token>>,
 }
 
 impl Imds {
     /// A client for IMDS at `base_url` ([`DEFAULT_BASE_URL`] on EC2).
-    ///
-    /// # Errors
-    /// [`ImdsError::Client`] when the HTTP client cannot be built.
-    pub fn new(base_url: &str) -> Result<Self, ImdsError> {
-        let http = transport::client().map_err(|source| ImdsError::Client {
-            source: Box::new(source),
-        })?;
-        Ok(Self::with_client(base_url, http))
+    #[must_use]
+    pub fn new(base_url: &str) -> Self {
+        Self::with_client(base_url, transport::plain_client())
     }
 
-    /// A client over an existing HTTP client.
+    /// A client over an existing plain-HTTP client.
     #[must_use]
-    pub fn with_client(base_url: &str, http: HttpClient) -> Self {
+    pub fn with_client(base_url: &str, http: PlainClient) -> Self {
         Self {
             base: base_url.trim_end_matches('/').to_owned(),
             http,

@@ -3,7 +3,9 @@
 //! and the endpoint, and the identity document.
 
 use super::*;
-use crate::eni::api::testserver::{Reply, TestServer};
+use server::{Reply, TestServer};
+
+mod server;
 
 const DOC: &str = r#"{"accountId":"123456789012","architecture":"x86_64","availabilityZone":"us-east-1a",
   "imageId":"ami-1","instanceId":"i-0abc","instanceType":"m5.large","pendingTime":"2026-01-01T00:00:00Z",
@@ -44,7 +46,7 @@ async fn v2_token_then_reads() {
         "/latest/meta-data/network/interfaces/macs/02:00:00:00:00:01/subnet-id",
         Reply::ok("subnet-a"),
     );
-    let imds = Imds::new(&format!("{}/", server.url)).unwrap();
+    let imds = Imds::new(&format!("{}/", server.url));
     let doc = imds.identity_document().await.unwrap();
     assert_eq!(
         doc,
@@ -77,7 +79,7 @@ async fn refused_token_falls_back_to_v1() {
         server.expect("PUT", TOKEN_PATH, Reply::new(status, "no"));
         server.expect("GET", "/latest/meta-data/instance-id", Reply::ok("i-1"));
         server.expect("GET", "/latest/meta-data/mac", Reply::ok("m"));
-        let imds = Imds::new(&server.url).unwrap();
+        let imds = Imds::new(&server.url);
         assert_eq!(imds.instance_id().await.unwrap(), "i-1");
         assert_eq!(imds.mac().await.unwrap(), "m");
         let seen = server.finish();
@@ -101,7 +103,7 @@ async fn errors_name_the_path_and_endpoint() {
         Reply::ok("<html/>"),
     );
     server.expect("GET", "/latest/meta-data/instance-id", Reply::ok("  \n"));
-    let imds = Imds::new(&server.url).unwrap();
+    let imds = Imds::new(&server.url);
     let url = &server.url;
     assert_eq!(
         imds.instance_id().await.unwrap_err().to_string(),
@@ -126,7 +128,7 @@ async fn errors_name_the_path_and_endpoint() {
     );
     server.finish();
 
-    let unreachable = Imds::new("http://127.0.0.1:1").unwrap();
+    let unreachable = Imds::new("http://127.0.0.1:1");
     let err = unreachable.instance_id().await.unwrap_err();
     assert!(
         matches!(&err, ImdsError::Transport { endpoint, path, .. }
@@ -142,7 +144,7 @@ async fn an_expired_token_is_asked_for_again() {
     server.expect("GET", "/latest/meta-data/instance-id", Reply::new(401, ""));
     server.expect("PUT", TOKEN_PATH, Reply::ok("new"));
     server.expect("GET", "/latest/meta-data/instance-id", Reply::ok("i-1"));
-    let imds = Imds::new(&server.url).unwrap();
+    let imds = Imds::new(&server.url);
     assert!(imds.instance_id().await.is_err());
     assert_eq!(imds.instance_id().await.unwrap(), "i-1");
     let seen = server.finish();
