@@ -237,23 +237,32 @@ impl Observer for Quiet {
     fn snapshot(&self, _: &Snapshot) {}
 }
 
+/// The cloud manager over `p` (two workers) and the receiver of its writes.
+async fn manager(
+    p: EniProvider<Fake>,
+    release_excess: bool,
+    release_delay: Duration,
+) -> (
+    CloudManager<EniProvider<Fake>>,
+    mpsc::UnboundedReceiver<NodePatch>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let settings = Settings {
+        parallel_workers: 2,
+        release_excess,
+        release_delay,
+    };
+    let manager = CloudManager::start(p, settings, tx, Box::new(Quiet))
+        .await
+        .expect("first resync");
+    (manager, rx)
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_cloud_manager_fills_a_node_through_a_new_eni() {
     let fake = ec2();
     let p = EniProvider::new(fake.clone(), EniSettings::default());
-    let (tx, mut rx) = mpsc::unbounded_channel::<NodePatch>();
-    let manager = CloudManager::start(
-        p,
-        Settings {
-            parallel_workers: 2,
-            release_excess: false,
-            release_delay: Duration::ZERO,
-        },
-        tx,
-        Box::new(Quiet),
-    )
-    .await
-    .expect("first resync");
+    let (manager, mut rx) = manager(p, false, Duration::ZERO).await;
     manager.upsert(CloudNodeView {
         name: "n1".into(),
         instance_id: "i-1".into(),

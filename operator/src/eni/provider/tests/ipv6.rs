@@ -58,19 +58,7 @@ async fn a_refused_prefix_names_the_eni() {
 async fn the_manager_gives_a_node_asking_for_ipv6_one_prefix() {
     let fake = ec2();
     let p = provider(&fake, false).await;
-    let (tx, _rx) = mpsc::unbounded_channel::<NodePatch>();
-    let manager = CloudManager::start(
-        p,
-        Settings {
-            parallel_workers: 2,
-            release_excess: false,
-            release_delay: Duration::ZERO,
-        },
-        tx,
-        Box::new(Quiet),
-    )
-    .await
-    .expect("first resync");
+    let (manager, _rx) = manager(p, false, Duration::ZERO).await;
     manager.upsert(CloudNodeView {
         name: "n1".into(),
         instance_id: "i-1".into(),

@@ -136,19 +136,7 @@ async fn the_manager_releases_what_the_agent_gave_back_after_the_delay_only() {
     const DELAY: Duration = Duration::from_mins(3);
     let fake = with_second_eni();
     let p = provider(&fake, false).await;
-    let (tx, _rx) = mpsc::unbounded_channel::<NodePatch>();
-    let manager = CloudManager::start(
-        p,
-        Settings {
-            parallel_workers: 2,
-            release_excess: true,
-            release_delay: DELAY,
-        },
-        tx,
-        Box::new(Quiet),
-    )
-    .await
-    .expect("first resync");
+    let (manager, _rx) = manager(p, true, DELAY).await;
     let all = ["10.0.1.5/32", "10.0.1.6/32", "10.0.2.16/28"];
     manager.upsert(agent_1_20(&all));
     // The agent gives back 10.0.1.6 and the prefix; then takes the prefix back.
