@@ -127,24 +127,33 @@ fn conflicts_and_garbage_are_reported_and_lose_nothing() {
         "spec": {"ipam": {}},
     }));
     let _op = cluster.operator(&FLAGS);
-    wait_for("errors on b, c and d", Duration::from_secs(20), || {
-        let errors: Vec<String> = ["b", "c", "d"]
-            .iter()
-            .map(|n| cluster.operator_error(n))
-            .collect();
-        if errors.iter().all(|e| !e.is_empty()) {
-            Ok(())
-        } else {
-            Err(format!("{errors:?}"))
-        }
-    });
+    // Status (the error) and spec (the stripped block) are written apart: wait for both.
+    let holders = |cidrs: &std::collections::BTreeMap<String, Vec<String>>| -> Vec<String> {
+        ["a", "b"]
+            .into_iter()
+            .filter(|n| cidrs[*n] == ["10.200.1.0/24"])
+            .map(str::to_owned)
+            .collect()
+    };
+    wait_for(
+        "errors on b, c and d, and one holder of the block",
+        Duration::from_secs(20),
+        || {
+            let errors: Vec<String> = ["b", "c", "d"]
+                .iter()
+                .map(|n| cluster.operator_error(n))
+                .collect();
+            let cidrs = cluster.pod_cidrs();
+            if errors.iter().all(|e| !e.is_empty()) && holders(&cidrs).len() == 1 {
+                Ok(())
+            } else {
+                Err(format!("{errors:?} {cidrs:?}"))
+            }
+        },
+    );
     let cidrs = cluster.pod_cidrs();
     // Whichever of a and b came first keeps the block; the other has it stripped.
-    let holders: Vec<&str> = ["a", "b"]
-        .into_iter()
-        .filter(|n| cidrs[*n] == ["10.200.1.0/24"])
-        .collect();
-    assert_eq!(holders.len(), 1, "{cidrs:?}");
+    assert_eq!(holders(&cidrs).len(), 1, "{cidrs:?}");
     assert!(
         cluster.operator_error("b").contains("10.200.1.0/24"),
         "{}",
