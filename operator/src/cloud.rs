@@ -162,6 +162,13 @@ pub trait CloudProvider: Send + Sync + 'static {
         &self,
         instance_id: &str,
     ) -> impl Future<Output = Result<(), InstanceSyncError<Self::Error>>> + Send;
+    /// Whether the instance must be read again after a round that changed it: by default
+    /// always (Cilium's instance sync); a provider that put every answer of the round into its
+    /// cache says no, and the read is saved.
+    fn instance_sync_needed(&self, instance_id: &str) -> bool {
+        let _ = instance_id;
+        true
+    }
     /// Whether the cache holds the instance.
     fn has_instance(&self, instance_id: &str) -> bool;
     /// Forget an instance (its CiliumNode is gone).

@@ -283,6 +283,19 @@ impl<P: CloudProvider> Shared<P> {
 
     /// Cilium's `NodeManager.Resync`: every node looked at again after a sync that started
     /// at `sync_time`.
+    /// One node after a round whose changes its provider's cache holds: the round no longer
+    /// blocks it, and it is recalculated from the cache (no other node's view changed).
+    fn resync_node(&self, name: &str) {
+        let mut nodes = self.lock();
+        if let Some(entry) = nodes.get_mut(name) {
+            // The cache is as fresh as a sync that started after the round.
+            entry.state.resync_needed = None;
+            self.recalculate(&mut entry.state);
+            self.maybe_kick(entry);
+            self.publish(entry);
+        }
+    }
+
     fn resync_nodes(&self, sync_time: Instant) {
         let mut nodes = self.lock();
         for entry in nodes.values_mut() {

@@ -19,7 +19,7 @@ use super::{
         AddressRelease, AddressRequest, CreateInterface, Ec2Api, Ec2Error, Filter,
         model::{self, NetworkInterface},
     },
-    instances::{AttachedEni, Inventory, NetworkState, Vpc},
+    instances::{Assigned, AttachedEni, Inventory, NetworkState, Vpc},
     limits::{Limits, PD_BLOCK},
     ops::{Classify, Ec2Ops, NewEni, Size},
     vpc::{RouteTable, SecurityGroup, Subnet},
@@ -309,6 +309,23 @@ impl<A: Ec2Api + 'static> Inventory for Ec2Inventory<A> {
     }
 }
 
+/// The answer of an assignment in the cache's terms; empty when an entry does not parse.
+fn assigned(eni: &str, listed: &[String]) -> Assigned {
+    let mut out = Assigned::default();
+    for text in listed {
+        if let Some(prefix) = text.contains('/').then(|| cidr(text)).flatten() {
+            out.addresses.extend(prefix_addresses(&prefix));
+            out.prefixes.push(prefix);
+        } else if let Ok(address) = text.trim().parse::<IpAddr>() {
+            out.addresses.push(address);
+        } else {
+            warn!(%eni, entry = %text, "an AssignPrivateIpAddresses answer lists an entry that does not parse; the instance is read again");
+            return Assigned::default();
+        }
+    }
+    out
+}
+
 fn request(size: Size) -> Option<AddressRequest> {
     let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     match size {
@@ -319,11 +336,12 @@ fn request(size: Size) -> Option<AddressRequest> {
 }
 
 impl<A: Ec2Api + 'static> Ec2Ops for Ec2Inventory<A> {
-    async fn assign(&self, eni: &str, size: Size) -> Result<(), Ec2Error> {
-        if let Some(request) = request(size) {
-            self.api.assign_private_ip_addresses(eni, request).await?;
-        }
-        Ok(())
+    async fn assign(&self, eni: &str, size: Size) -> Result<Assigned, Ec2Error> {
+        let Some(request) = request(size) else {
+            return Ok(Assigned::default());
+        };
+        let listed = self.api.assign_private_ip_addresses(eni, request).await?;
+        Ok(assigned(eni, &listed))
     }
 
     async fn unassign(

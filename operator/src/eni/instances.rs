@@ -29,6 +29,17 @@ use super::{
 /// How often a missing instance type may trigger a new `DescribeInstanceTypes` sweep.
 pub const LIMITS_REFRESH: Duration = Duration::from_mins(1);
 
+/// What an `AssignPrivateIpAddresses` answer says the ENI holds from the call: its addresses
+/// (a prefix's 16 among them) and its /28 prefixes. Empty when the answer could not be read
+/// whole: the instance is then read again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assigned {
+    /// The addresses, a prefix's addresses included.
+    pub addresses: Vec<IpAddr>,
+    /// The /28 prefixes.
+    pub prefixes: Vec<IpNet>,
+}
+
 /// A VPC: its primary CIDR and its other associated CIDRs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Vpc {
@@ -246,9 +257,9 @@ impl<I: Inventory> Instances<I> {
             .collect()
     }
 
-    /// After addresses were assigned to `eni`: list them, and take them from its subnet's
-    /// free count.
-    pub fn add_addresses(&self, instance: &str, eni: &str, addresses: &[IpAddr]) {
+    /// After addresses or prefixes were assigned to `eni` of `instance`: list them, and take
+    /// the new ones from its subnet's free count.
+    pub fn add_assigned(&self, instance: &str, eni: &str, assigned: &Assigned) {
         let mut cache = self.lock();
         let Cache {
             instances, network, ..
@@ -256,13 +267,19 @@ impl<I: Inventory> Instances<I> {
         let Some(found) = instances.get_mut(instance).and_then(|i| i.get_mut(eni)) else {
             return;
         };
-        for address in addresses {
+        let before = found.addresses.len();
+        for address in &assigned.addresses {
             if !found.addresses.contains(address) {
                 found.addresses.push(*address);
             }
         }
+        for prefix in &assigned.prefixes {
+            if !found.prefixes.contains(prefix) {
+                found.prefixes.push(*prefix);
+            }
+        }
+        let taken = u64::try_from(found.addresses.len() - before).unwrap_or(u64::MAX);
         if let Some(subnet) = (found.subnet.as_ref()).and_then(|s| network.subnets.get_mut(&s.id)) {
-            let taken = u64::try_from(addresses.len()).unwrap_or(u64::MAX);
             subnet.available = subnet.available.saturating_sub(taken);
         }
     }

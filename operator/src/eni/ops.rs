@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, future::Future, net::IpAddr};
 use ipnet::IpNet;
 use weft_k8s::crd::eni::Eni;
 
-use super::instances::{Inventory, NetworkState};
+use super::instances::{Assigned, Inventory, NetworkState};
 
 /// What the allocator needs to know of an EC2 error.
 pub trait Classify {
@@ -55,9 +55,13 @@ pub enum Size {
 
 /// The EC2 calls that change an instance's ENIs.
 pub trait Ec2Ops: Inventory<Error: Classify> {
-    /// `AssignPrivateIpAddresses`; the answer is informational (never indexed by count).
-    fn assign(&self, eni: &str, size: Size)
-    -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// `AssignPrivateIpAddresses`: what the answer lists (never indexed by count: moto lists
+    /// every address of the ENI, EC2 the new ones).
+    fn assign(
+        &self,
+        eni: &str,
+        size: Size,
+    ) -> impl Future<Output = Result<Assigned, Self::Error>> + Send;
     /// `UnassignPrivateIpAddresses` of `addresses`, or of `prefixes`.
     fn unassign(
         &self,

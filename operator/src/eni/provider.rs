@@ -9,11 +9,10 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    net::IpAddr,
     sync::{Mutex, PoisonError},
 };
 
-use ipnet::{IpNet, Ipv4Net};
+use ipnet::Ipv4Net;
 use tracing::warn;
 use weft_k8s::crd::eni::{Eni, EniSpec, EniStatus};
 
@@ -57,6 +56,10 @@ pub struct EniProvider<C> {
     pub(super) deleted: Mutex<BTreeMap<String, u32>>,
     /// Events to post per instance (a prefix-delegation fallback).
     pub(super) notices: Mutex<BTreeMap<String, Vec<Notice>>>,
+    /// Instances a change was made to (or may have been) whose answer the cache does not
+    /// hold: the round's instance sync reads them again. Every other change is in the cache
+    /// from its answer, and its read is saved.
+    unsynced: Mutex<BTreeSet<String>>,
 }
 
 impl<C: Ec2Ops> EniProvider<C> {
@@ -68,7 +71,25 @@ impl<C: Ec2Ops> EniProvider<C> {
             missing_types: Mutex::default(),
             deleted: Mutex::default(),
             notices: Mutex::default(),
+            unsynced: Mutex::default(),
         }
+    }
+
+    /// The cache may not show what `instance` holds now: read it again after the round.
+    fn unsynced(&self, instance: &str) {
+        (self.unsynced.lock().unwrap_or_else(PoisonError::into_inner)).insert(instance.to_owned());
+    }
+
+    /// Mark `instance` unsynced when the change failed (it may have been made).
+    fn noted<T>(
+        &self,
+        instance: &str,
+        result: Result<T, EniError<C::Error>>,
+    ) -> Result<T, EniError<C::Error>> {
+        if result.is_err() {
+            self.unsynced(instance);
+        }
+        result
     }
 
     fn limits_of(&self, spec: &EniSpec) -> Option<Limits> {
@@ -114,7 +135,7 @@ impl<C: Ec2Ops> EniProvider<C> {
 
     /// Assign `count` addresses to `eni`: /28 prefixes on a prefix-delegated node, falling
     /// back to single addresses (no more than the `room` the ENI has for them) when the
-    /// subnet has no free /28.
+    /// subnet has no free /28. The answer goes into the cache.
     async fn assign(
         &self,
         instance: &str,
@@ -124,30 +145,38 @@ impl<C: Ec2Ops> EniProvider<C> {
         room: u64,
     ) -> Result<(), EniError<C::Error>> {
         let ops = &self.instances.inventory;
-        if pd {
-            match ops
-                .assign(eni, Size::Prefixes(count.div_ceil(PD_BLOCK)))
-                .await
-            {
-                Ok(()) => return Ok(()),
-                Err(e) if e.is_prefix_capacity() => {
-                    warn!(%eni, error = %e, "Subnet might be out of prefixes, Cilium will not allocate prefixes on this node anymore");
-                    self.notice(instance, &format!("{eni}: {e}"));
-                }
-                Err(e) => {
-                    return Err(EniError::ec2(Call::Assign {
-                        eni: eni.to_owned(),
-                        prefixes: true,
-                    })(e));
+        let assigned = 'assigned: {
+            if pd {
+                match ops
+                    .assign(eni, Size::Prefixes(count.div_ceil(PD_BLOCK)))
+                    .await
+                {
+                    Ok(assigned) => break 'assigned assigned,
+                    Err(e) if e.is_prefix_capacity() => {
+                        warn!(%eni, error = %e, "Subnet might be out of prefixes, Cilium will not allocate prefixes on this node anymore");
+                        self.notice(instance, &format!("{eni}: {e}"));
+                    }
+                    Err(e) => {
+                        return Err(EniError::ec2(Call::Assign {
+                            eni: eni.to_owned(),
+                            prefixes: true,
+                        })(e));
+                    }
                 }
             }
+            ops.assign(eni, Size::Addresses(count.min(room.max(1))))
+                .await
+                .map_err(EniError::ec2(Call::Assign {
+                    eni: eni.to_owned(),
+                    prefixes: false,
+                }))?
+        };
+        if assigned.addresses.is_empty() {
+            self.unsynced(instance);
+        } else {
+            self.instances.add_assigned(instance, eni, &assigned);
         }
-        ops.assign(eni, Size::Addresses(count.min(room.max(1))))
-            .await
-            .map_err(EniError::ec2(Call::Assign {
-                eni: eni.to_owned(),
-                prefixes: false,
-            }))
+        Ok(())
     }
 }
 
@@ -214,14 +243,16 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
     }
 
     async fn instance_sync(&self, instance_id: &str) -> Result<(), InstanceSyncError<Self::Error>> {
-        self.instances
-            .instance_sync(instance_id)
-            .await
-            .map_err(|e| {
-                InstanceSyncError::Failed(
-                    EniError::ec2(Call::InstanceSync(instance_id.to_owned()))(e),
-                )
-            })
+        (self.unsynced.lock().unwrap_or_else(PoisonError::into_inner)).remove(instance_id);
+        let synced = self.instances.instance_sync(instance_id).await;
+        synced.map_err(|e| {
+            self.unsynced(instance_id);
+            InstanceSyncError::Failed(EniError::ec2(Call::InstanceSync(instance_id.to_owned()))(e))
+        })
+    }
+
+    fn instance_sync_needed(&self, instance_id: &str) -> bool {
+        (self.unsynced.lock().unwrap_or_else(PoisonError::into_inner)).contains(instance_id)
     }
 
     fn has_instance(&self, instance_id: &str) -> bool {
@@ -299,14 +330,16 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
             let pd = view.prefix_delegation();
             (pd, view.address_room(&action.interface_id))
         })?;
-        self.assign(
-            node.instance_id,
-            &action.interface_id,
-            action.available_for_allocation,
-            pd,
-            room,
-        )
-        .await
+        let assigned = self
+            .assign(
+                node.instance_id,
+                &action.interface_id,
+                action.available_for_allocation,
+                pd,
+                room,
+            )
+            .await;
+        self.noted(node.instance_id, assigned)
     }
 
     async fn create_interface(
@@ -314,7 +347,8 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         node: NodeRef<'_, EniSpec>,
         action: &AllocationAction,
     ) -> Result<u64, Self::Error> {
-        self.create_eni(node, action.max_to_allocate, false).await
+        let created = self.create_eni(node, action.max_to_allocate, false).await;
+        self.noted(node.instance_id, created)
     }
 
     fn creation_condition(error: &Self::Error) -> &'static str {
@@ -357,8 +391,11 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
                 .map(|eni| eni.id.clone())
         })?;
         let Some(eni) = usable else {
-            return self.create_eni(node, with_v4, true).await;
+            let created = self.create_eni(node, with_v4, true).await;
+            return self.noted(node.instance_id, created);
         };
+        // The prefix EC2 chose is not in its answer as read: the instance is read again.
+        self.unsynced(node.instance_id);
         self.instances
             .inventory
             .assign_ipv6_prefix(&eni)
@@ -379,6 +416,8 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         if let Some(public) = primary.public_ip {
             return Ok(public.to_string());
         }
+        // The association is not in the cache: the instance is read again.
+        self.unsynced(node.instance_id);
         let ops = &self.instances.inventory;
         let free = ops
             .free_elastic_ips(tags)
@@ -412,47 +451,8 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         node: NodeRef<'_, EniSpec>,
         action: &ReleaseAction,
     ) -> Result<(), Self::Error> {
-        let addresses: Vec<IpAddr> = action.ips.iter().filter_map(|a| a.parse().ok()).collect();
-        // Addresses inside the ENI's prefixes go back as whole prefixes.
-        let prefixes = self
-            .with_node(node, |view, _| {
-                view.enis
-                    .get(&action.interface_id)
-                    .map(|eni| {
-                        (eni.prefixes.iter())
-                            .filter(|p| addresses.iter().any(|a| p.contains(a)))
-                            .copied()
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
-        let singles: Vec<IpAddr> = (addresses.iter().copied())
-            .filter(|a| !prefixes.iter().any(|p| p.contains(a)))
-            .collect();
-        let ops = &self.instances.inventory;
-        let eni = &action.interface_id;
-        if !prefixes.is_empty() {
-            ops.unassign(eni, &[], &prefixes)
-                .await
-                .map_err(EniError::ec2(Call::Unassign {
-                    eni: eni.clone(),
-                    prefixes: true,
-                }))?;
-        }
-        if !singles.is_empty() {
-            ops.unassign(eni, &singles, &[])
-                .await
-                .map_err(EniError::ec2(Call::Unassign {
-                    eni: eni.clone(),
-                    prefixes: false,
-                }))?;
-        }
-        let removed: Vec<IpNet> = (prefixes.iter().copied())
-            .chain(singles.iter().copied().map(IpNet::from))
-            .collect();
-        self.instances.remove(node.instance_id, eni, &removed);
-        Ok(())
+        let released = self.release_addresses(node, action).await;
+        self.noted(node.instance_id, released)
     }
 
     fn releasable_cidrs(&self, node: NodeRef<'_, EniSpec>) -> Option<BTreeSet<Ipv4Net>> {
@@ -464,7 +464,11 @@ impl<C: Ec2Ops> CloudProvider for EniProvider<C> {
         node: NodeRef<'_, EniSpec>,
         cidrs: &[Ipv4Net],
     ) -> CidrRelease<Self::Error> {
-        self.release_cidr_list(node, cidrs).await
+        let outcome = self.release_cidr_list(node, cidrs).await;
+        if outcome.error.is_some() {
+            self.unsynced(node.instance_id);
+        }
+        outcome
     }
 
     fn status(&self, node: NodeRef<'_, EniSpec>) -> EniStatus {

@@ -394,7 +394,8 @@ impl<P: CloudProvider> Shared<P> {
         }
     }
 
-    /// After a round: the instance's fresh state from the cloud, then every node again.
+    /// After a round: the instance's fresh state from the cloud, then every node again; or,
+    /// when the provider's cache already holds every answer of the round, only this node.
     async fn after_round(&self, name: &str) {
         let Some(instance) = self
             .lock()
@@ -403,6 +404,10 @@ impl<P: CloudProvider> Shared<P> {
         else {
             return;
         };
+        if !self.provider.instance_sync_needed(&instance) {
+            self.resync_node(name);
+            return;
+        }
         let started = Instant::now();
         match self.provider.instance_sync(&instance).await {
             Ok(()) => self.resync_nodes(started),

@@ -175,8 +175,16 @@ async fn local_patches_keep_the_addresses_and_the_subnet_count() {
     let cache = Instances::new(Arc::clone(&fake));
     cache.resync().await.expect("resync");
     let new: Vec<IpAddr> = vec!["10.0.0.8".parse().unwrap(), "10.0.0.9".parse().unwrap()];
-    cache.add_addresses("i-1", "eni-a", &new);
+    let assigned = |addresses: Vec<IpAddr>| Assigned {
+        addresses,
+        prefixes: Vec::new(),
+    };
+    cache.add_assigned("i-1", "eni-a", &assigned(new.clone()));
     assert_eq!(cache.lock().instances["i-1"]["eni-a"].addresses.len(), 3);
+    assert_eq!(cache.pool_quota()["subnet-1"], 98);
+    // moto answers with every address of the ENI: only the new ones are taken.
+    let every = cache.lock().instances["i-1"]["eni-a"].addresses.clone();
+    cache.add_assigned("i-1", "eni-a", &assigned(every));
     assert_eq!(cache.pool_quota()["subnet-1"], 98);
     cache.remove("i-1", "eni-a", &[IpNet::from(new[0])]);
     assert_eq!(cache.lock().instances["i-1"]["eni-a"].addresses.len(), 2);

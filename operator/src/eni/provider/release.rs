@@ -1,7 +1,8 @@
-//! The release for 1.20+ agents (§6.6): the CIDRs on a node's usable ENIs that the agent may
-//! give back (its prefixes and single addresses, never an ENI's primary address), and their
-//! removal, per ENI whole /28 prefixes first, then single addresses. What the manager marks
-//! and when it is due are the manager's ([`crate::cloud::release`]).
+//! The releases: the addresses a 1.19 agent's handshake gives back (those inside a prefix
+//! as the whole prefix), and for 1.20+ agents (§6.6) the CIDRs on a node's usable ENIs that
+//! the agent may give back (its prefixes and single addresses, never an ENI's primary
+//! address) and their removal, per ENI whole /28 prefixes first, then single addresses. What
+//! the manager marks and when it is due are the manager's ([`crate::cloud::release`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -9,11 +10,11 @@ use std::{
 };
 
 use ipnet::{IpNet, Ipv4Net};
-use weft_k8s::crd::eni::Eni;
+use weft_k8s::crd::eni::{Eni, EniSpec};
 
 use super::{Call, EniError, EniProvider};
 use crate::{
-    cloud::{CidrRelease, NodeRef},
+    cloud::{CidrRelease, NodeRef, ReleaseAction},
     eni::ops::Ec2Ops,
 };
 
@@ -41,11 +42,58 @@ fn releasable(eni: &Eni) -> impl Iterator<Item = Ipv4Net> + '_ {
 }
 
 impl<C: Ec2Ops> EniProvider<C> {
-    /// The node's releasable CIDRs (`None`: the instance is not cached).
-    pub(super) fn releasable_of(
+    /// The 1.19 handshake's release: `action`'s addresses leave their ENI, those inside one
+    /// of its prefixes as the whole prefix.
+    pub(super) async fn release_addresses(
         &self,
-        node: NodeRef<'_, weft_k8s::crd::eni::EniSpec>,
-    ) -> Option<BTreeSet<Ipv4Net>> {
+        node: NodeRef<'_, EniSpec>,
+        action: &ReleaseAction,
+    ) -> Result<(), EniError<C::Error>> {
+        let addresses: Vec<IpAddr> = action.ips.iter().filter_map(|a| a.parse().ok()).collect();
+        // Addresses inside the ENI's prefixes go back as whole prefixes.
+        let prefixes = self
+            .with_node(node, |view, _| {
+                view.enis
+                    .get(&action.interface_id)
+                    .map(|eni| {
+                        (eni.prefixes.iter())
+                            .filter(|p| addresses.iter().any(|a| p.contains(a)))
+                            .copied()
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let singles: Vec<IpAddr> = (addresses.iter().copied())
+            .filter(|a| !prefixes.iter().any(|p| p.contains(a)))
+            .collect();
+        let ops = &self.instances.inventory;
+        let eni = &action.interface_id;
+        if !prefixes.is_empty() {
+            ops.unassign(eni, &[], &prefixes)
+                .await
+                .map_err(EniError::ec2(Call::Unassign {
+                    eni: eni.clone(),
+                    prefixes: true,
+                }))?;
+        }
+        if !singles.is_empty() {
+            ops.unassign(eni, &singles, &[])
+                .await
+                .map_err(EniError::ec2(Call::Unassign {
+                    eni: eni.clone(),
+                    prefixes: false,
+                }))?;
+        }
+        let removed: Vec<IpNet> = (prefixes.iter().copied())
+            .chain(singles.iter().copied().map(IpNet::from))
+            .collect();
+        self.instances.remove(node.instance_id, eni, &removed);
+        Ok(())
+    }
+
+    /// The node's releasable CIDRs (`None`: the instance is not cached).
+    pub(super) fn releasable_of(&self, node: NodeRef<'_, EniSpec>) -> Option<BTreeSet<Ipv4Net>> {
         self.with_node(node, |view, _| {
             (view.enis.values())
                 .filter(|eni| !eni.is_excluded_by_spec(node.spec))
@@ -58,7 +106,7 @@ impl<C: Ec2Ops> EniProvider<C> {
     /// Remove `cidrs` from the node's ENIs.
     pub(super) async fn release_cidr_list(
         &self,
-        node: NodeRef<'_, weft_k8s::crd::eni::EniSpec>,
+        node: NodeRef<'_, EniSpec>,
         cidrs: &[Ipv4Net],
     ) -> CidrRelease<EniError<C::Error>> {
         let mut outcome = CidrRelease::default();

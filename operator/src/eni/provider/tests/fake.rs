@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use weft_k8s::crd::eni::{AwsSubnet, Eni};
 
 use crate::eni::{
-    instances::{AttachedEni, Inventory, NetworkState},
+    instances::{Assigned, AttachedEni, Inventory, NetworkState},
     limits::Limits,
     ops::{Classify, Ec2Ops, NewEni, Size},
     vpc::Subnet,
@@ -70,6 +70,10 @@ pub(super) struct Ec2 {
     pub(super) elastic_ips: Vec<(String, IpAddr)>,
     /// The `ClientToken` of every creation.
     pub(super) tokens: Vec<String>,
+    /// Assignments answer with nothing listed (an answer that could not be read).
+    pub(super) silent_answers: bool,
+    /// Reads of one instance's ENIs (instance syncs).
+    pub(super) instance_reads: usize,
 }
 
 impl Ec2 {
@@ -141,7 +145,8 @@ impl Inventory for Fake {
             .collect())
     }
     async fn instance_enis(&self, instance: &str, _: &NetworkState) -> Result<Vec<Eni>, FakeError> {
-        let ec2 = self.0.lock().unwrap();
+        let mut ec2 = self.0.lock().unwrap();
+        ec2.instance_reads += 1;
         Ok(ec2
             .instances
             .get(instance)
@@ -162,7 +167,7 @@ impl Inventory for Fake {
 }
 
 impl Ec2Ops for Fake {
-    async fn assign(&self, eni: &str, size: Size) -> Result<(), FakeError> {
+    async fn assign(&self, eni: &str, size: Size) -> Result<Assigned, FakeError> {
         let mut ec2 = self.0.lock().unwrap();
         ec2.calls.push(format!("assign {eni} {size:?}"));
         ec2.fault("assign")?;
@@ -171,14 +176,21 @@ impl Ec2Ops for Fake {
             Size::Prefixes(n) => n * 16,
         };
         let ips: Vec<IpAddr> = (0..count).map(|_| ec2.ip()).collect();
+        let mut prefixes = Vec::new();
         if let Size::Prefixes(n) = size {
-            let prefixes: Vec<IpNet> = (0..n)
+            prefixes = (0..n)
                 .map(|i| format!("10.0.{}.0/28", 100 + i).parse().unwrap())
                 .collect();
-            ec2.eni_mut(eni).unwrap().prefixes.extend(prefixes);
+            ec2.eni_mut(eni).unwrap().prefixes.extend(prefixes.clone());
         }
-        ec2.eni_mut(eni).unwrap().addresses.extend(ips);
-        Ok(())
+        ec2.eni_mut(eni).unwrap().addresses.extend(ips.clone());
+        if ec2.silent_answers {
+            return Ok(Assigned::default());
+        }
+        Ok(Assigned {
+            addresses: ips,
+            prefixes,
+        })
     }
     async fn unassign(
         &self,
