@@ -99,12 +99,6 @@ pub enum EniConfigError {
         /// The ENI.
         id: String,
     },
-    /// An ENI has no `vpc.cidrs`.
-    #[error("VPC CIDR not set for ENI {id}")]
-    NoVpcCidr {
-        /// The ENI.
-        id: String,
-    },
     /// A `spec.ipam.pool` entry names an ENI the status does not have.
     #[error("ENI {id} not found in status")]
     NotInStatus {
@@ -213,7 +207,8 @@ impl CloudInput {
         self.eni_spec.use_primary_address.unwrap_or(false)
     }
 
-    /// Cilium's `validateENIConfig`: every ENI has its primary IP, subnet and VPC CIDRs, and
+    /// Cilium's `validateENIConfig`: every ENI has its primary IP, its subnet CIDR and its VPC's
+    /// primary CIDR (a VPC may have no other CIDR), and
     /// every `spec.ipam.pool` entry names an ENI of the status holding that address.
     ///
     /// # Errors
@@ -230,9 +225,6 @@ impl CloudInput {
             let vpc = eni.vpc.as_ref();
             if vpc.and_then(|v| v.primary_cidr).is_none() {
                 return Err(EniConfigError::NoVpcPrimaryCidr { id });
-            }
-            if vpc.is_none_or(|v| v.cidrs.is_empty()) {
-                return Err(EniConfigError::NoVpcCidr { id });
             }
         }
         for (ip, resource) in &self.resources {

@@ -6,6 +6,7 @@
 //! behind; a new ENI is picked up after start; Azure's compat form routes through a secondary
 //! NIC. Runs as root.
 
+mod aws;
 mod azure;
 mod eni;
 mod new_eni;
@@ -20,7 +21,7 @@ pub(crate) use weft_tests::wait_for;
 /// An emulator and a kubeconfig pointing at it, with one v1.Node.
 pub(crate) struct Cluster {
     pub(crate) emu: Emulator,
-    kubeconfig: PathBuf,
+    pub(crate) kubeconfig: PathBuf,
 }
 
 impl Cluster {
