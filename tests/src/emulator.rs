@@ -138,6 +138,11 @@ impl Bound {
     }
 }
 
+/// The client's address, in every request's extensions (an IMDS answers for the instance
+/// that asks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer(pub SocketAddr);
+
 /// Accept connections until `shutdown` fires; dropping the runtime then cuts them.
 async fn accept<H, F, B>(
     listener: tokio::net::TcpListener,
@@ -153,15 +158,20 @@ async fn accept<H, F, B>(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(_) => continue,
             },
             _ = &mut shutdown => return,
         };
+        let (stream, peer) = stream;
         let handle = handle.clone();
+        let service = service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(Peer(peer));
+            handle(req)
+        });
         tokio::spawn(async move {
             let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service_fn(handle))
+                .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
     }

@@ -3,11 +3,12 @@
 //! of 1–21600 seconds), tokens checked on GETs (a bad or expired one 401; none 401 when the
 //! scenario requires v2, else served as IMDSv1), `/latest/meta-data/…` (instance id and type,
 //! MAC, local IPv4, placement, the per-MAC interface keys, the instance role's credentials) and
-//! `/latest/dynamic/instance-identity/document`, read from the model as it is now. Never
-//! changes the model.
+//! `/latest/dynamic/instance-identity/document`, read from the model as it is now, for the
+//! instance whose primary address asks (else the one set). Never changes the model.
 
 use std::{
     collections::HashMap,
+    net::IpAddr,
     sync::Mutex,
     time::{Duration, Instant, SystemTime},
 };
@@ -109,6 +110,7 @@ impl Imds {
         method: &str,
         path: &str,
         token: Option<&str>,
+        caller: Option<IpAddr>,
         issue: impl FnOnce() -> Issued,
     ) -> ImdsReply {
         if method != "GET" {
@@ -126,8 +128,16 @@ impl Imds {
             None if *lock(&self.require_token) => return reply(401, "Unauthorized"),
             None => {}
         }
-        let id = lock(&self.instance)
-            .clone()
+        // The instance whose primary address asks, as on a real instance; else the one set.
+        let asking = caller.and_then(|ip| {
+            (m.instances.keys()).find(|id| {
+                (m.instance_enis(id).first())
+                    .and_then(|e| e.ips.first())
+                    .is_some_and(|primary| IpAddr::V4(*primary) == ip)
+            })
+        });
+        let id = (asking.cloned())
+            .or_else(|| lock(&self.instance).clone())
             .or_else(|| m.instances.keys().next().cloned());
         let Some(instance) = id.and_then(|id| m.instances.get(&id)) else {
             return reply(404, "Not Found");

@@ -9,6 +9,7 @@
 use std::{
     collections::BTreeMap,
     convert::Infallible,
+    net::IpAddr,
     sync::{Arc, Mutex},
     time::{Instant, SystemTime},
 };
@@ -30,6 +31,7 @@ use super::{
     sts::{self, Keys},
     write,
 };
+use crate::emulator::Peer;
 
 /// Largest request body read.
 const MAX_BODY: usize = 1024 * 1024;
@@ -150,7 +152,8 @@ pub(super) async fn handle(
     };
     let mut access_key = None;
     let (action, params, reply) = if path.starts_with("/latest/") {
-        let (action, reply) = imds(&shared, &method, &path, &header);
+        let caller = parts.extensions.get::<Peer>().map(|p| p.0.ip());
+        let (action, reply) = imds(&shared, &method, &path, &header, caller);
         (
             action.to_owned(),
             BTreeMap::from([("path".to_owned(), path.clone())]),
@@ -293,6 +296,7 @@ fn imds(
     method: &str,
     path: &str,
     header: &dyn Fn(&str) -> Option<String>,
+    caller: Option<IpAddr>,
 ) -> (&'static str, Reply) {
     let r = if path == "/latest/api/token" {
         shared
@@ -305,6 +309,7 @@ fn imds(
             method,
             path,
             header(imds::TOKEN_HEADER).as_deref(),
+            caller,
             || shared.keys.issue(),
         )
     };

@@ -178,3 +178,64 @@ fn issued_credentials_are_accepted_by_ec2() {
     c.access_key = "AKIDNOBODYKNOWS".to_owned();
     c.call("DescribeVpcs", &[]).expect_error(401, "AuthFailure");
 }
+
+/// `GET path` (IMDSv1) to the emulator from the local address `from`: the body.
+fn get_from(e: &weft_tests::ec2::Ec2Emulator, from: &str, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{from}:0").parse().expect("address"))
+            .expect("bind");
+        socket.connect(e.addr()).await.expect("connect")
+    });
+    let mut stream = stream.into_std().expect("std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: imds\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn imds_answers_for_the_instance_whose_primary_address_asks() {
+    let mut other = InstanceSpec::new(
+        "i-0a0000000000000ff",
+        "m5.large",
+        "subnet-0a000000000000010",
+    );
+    other.primary_ip = Some("127.0.0.10".parse().expect("address"));
+    let mut scenario = Scenario::example()
+        .subnet(
+            "subnet-0a000000000000010",
+            EXAMPLE_VPC,
+            "127.0.0.0/24",
+            "us-east-1a",
+            weft_tests::ec2::Tags::new(),
+        )
+        .imds(EXAMPLE_INSTANCE, false);
+    scenario.instances.push(other);
+    let (e, _c) = start_with(scenario);
+    assert_eq!(
+        get_from(&e, "127.0.0.10", "/latest/meta-data/instance-id"),
+        "i-0a0000000000000ff",
+        "the asking instance"
+    );
+    assert_eq!(
+        get_from(&e, "127.0.0.1", "/latest/meta-data/instance-id"),
+        EXAMPLE_INSTANCE,
+        "no instance has the address: the one the scenario names"
+    );
+}
