@@ -12,6 +12,7 @@
 //! This file owns the flow, the names and the background programs; kubectl is in `kubectl`,
 //! the pods and `weft-cni` in `pods`, what was created and its teardown in `teardown`.
 
+mod aws;
 mod azure;
 mod kubectl;
 mod pods;
@@ -32,7 +33,7 @@ use anyhow::{Context, Result, ensure};
 use clap::Args;
 
 use self::{
-    azure::{ARM_PORT, nic_addresses, provider_id, start_arm},
+    azure::{ARM_PORT, nic_addresses, start_arm},
     kubectl::{kubectl, kubectl_alias, kubectl_create, kubectl_shown, show_cilium_nodes},
     pods::{add_pods, netconf, ping_pods},
     teardown::{Created, Daemon, cleanup, print_steps, remove_stale},
@@ -55,6 +56,9 @@ pub enum Mode {
     /// Azure IPAM: the nodes are VMSS instances in the ARM *emulator*, their pods take
     /// addresses of the instances' NICs.
     Azure,
+    /// ENI IPAM: the nodes are instances in the EC2 *emulator*, their pods take addresses of
+    /// the ENIs the operator creates, which the demo plugs into the nodes.
+    Aws,
 }
 
 impl Mode {
@@ -62,6 +66,7 @@ impl Mode {
         match self {
             Self::MultiPool => "multi-pool",
             Self::Azure => "azure",
+            Self::Aws => "eni",
         }
     }
 }
@@ -87,13 +92,13 @@ const NODES: [Node; 2] = [
         name: "node-a",
         netns: "weft-dc-node-a",
         dev: "wdc-a",
-        ip: "192.0.2.1",
+        ip: "192.0.2.11",
     },
     Node {
         name: "node-b",
         netns: "weft-dc-node-b",
         dev: "wdc-b",
-        ip: "192.0.2.2",
+        ip: "192.0.2.12",
     },
 ];
 
@@ -205,6 +210,7 @@ pub fn demo_cluster(args: &DemoClusterArgs, mode: Mode) -> Result<()> {
         "weft-operator",
         "kube-emulator",
         "arm-emulator",
+        "ec2-emulator",
     ] {
         build.args(["--bin", name]);
     }
@@ -249,8 +255,13 @@ fn run_demo(created: &mut Created, mode: Mode) -> Result<()> {
     }
     make_nodes(created)?;
     start_api_server(created)?;
-    if mode == Mode::Azure {
-        start_arm(created)?;
+    match mode {
+        Mode::MultiPool => {}
+        Mode::Azure => start_arm(created)?,
+        Mode::Aws => {
+            aws::make_vpc(created)?;
+            aws::start_ec2(created)?;
+        }
     }
     register(created, mode)?;
     start_agents(created, mode)?;
@@ -274,7 +285,7 @@ fn make_nodes(created: &mut Created) -> Result<()> {
         b.netns,
     ]))?;
     for node in &NODES {
-        let addr = format!("{}/24", node.ip);
+        let addr = format!("{}/25", node.ip);
         run::echo_run(
             Command::new("ip").args(["-n", node.netns, "addr", "add", &addr, "dev", node.dev]),
         )?;
@@ -392,7 +403,8 @@ fn register(created: &mut Created, mode: Mode) -> Result<()> {
         .map(|(i, n)| {
             let spec = match mode {
                 Mode::MultiPool => String::new(),
-                Mode::Azure => format!("spec:\n  providerID: {}\n", provider_id(i)),
+                Mode::Azure => format!("spec:\n  providerID: {}\n", azure::provider_id(i)),
+                Mode::Aws => format!("spec:\n  providerID: {}\n", aws::provider_id(i)),
             };
             format!(
                 "apiVersion: v1\nkind: Node\nmetadata:\n  name: {0}\n  labels:\n    kubernetes.io/hostname: {0}\n\
@@ -402,8 +414,10 @@ fn register(created: &mut Created, mode: Mode) -> Result<()> {
         })
         .collect();
     kubectl_create("nodes.yaml", &nodes.join("---\n"))?;
-    if mode == Mode::Azure {
-        section("the pods' second namespace (azure has no pools: every pod takes a NIC address)");
+    if mode != Mode::MultiPool {
+        section(
+            "the pods' second namespace (no pools: every pod takes an address of the cloud's interfaces)",
+        );
         kubectl_create(
             "namespace.yaml",
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: mars\n",
@@ -447,6 +461,10 @@ fn start_operator(created: &mut Created, mode: Mode) -> Result<()> {
                 .args(["--azure-imds-endpoint", &arm]);
             "initial synchronization with instances API done"
         }
+        Mode::Aws => {
+            aws::operator_flags(&mut operator);
+            "initial synchronization with instances API done"
+        }
     };
     let daemon = start_daemon(created, "weft-operator", "operator", &mut operator)?;
     let took = wait_log(daemon, 30, ready)?;
@@ -473,7 +491,15 @@ fn start_agents(created: &mut Created, mode: Mode) -> Result<()> {
         Mode::Azure => {
             "a weft-agent on each node: azure, addresses from the node's NIC (8 kept free)"
         }
+        Mode::Aws => {
+            "a weft-agent on each node: eni, seeded from IMDS, addresses from ENI 1 (8 kept free)"
+        }
     });
+    let config = if mode == Mode::Aws {
+        Some(aws::agent_config()?)
+    } else {
+        None
+    };
     let mut daemons = Vec::new();
     for (i, node) in NODES.iter().enumerate() {
         let dir = node.dir();
@@ -497,7 +523,18 @@ fn start_agents(created: &mut Created, mode: Mode) -> Result<()> {
             .arg(dir.join("delete-queue"))
             .args(["--ipam", mode.ipam()])
             .args(["--ipam-cilium-node-update-rate", "1s"])
-            .args(["--auto-direct-node-routes", "true", "--devices", node.dev]);
+            .args(["--devices", node.dev]);
+        match &config {
+            // ENI mode routes each pod through its ENI: no routes between the nodes.
+            Some(config) => {
+                agent
+                    .args(["--aws-imds-endpoint", &aws::imds_url(), "--config"])
+                    .arg(config);
+            }
+            None => {
+                agent.args(["--auto-direct-node-routes", "true"]);
+            }
+        }
         if mode == Mode::MultiPool {
             agent.args(["--ipam-multi-pool-pre-allocation", "default=8,mars=8"]);
         }
@@ -523,9 +560,16 @@ fn start_agents(created: &mut Created, mode: Mode) -> Result<()> {
             took.as_secs_f64()
         );
     }
-    if mode == Mode::Azure {
-        return nic_addresses();
+    match mode {
+        Mode::MultiPool => {}
+        Mode::Azure => return nic_addresses(),
+        Mode::Aws => return aws::plug_enis(),
     }
+    pool_blocks()
+}
+
+/// Multi-pool: wait until both nodes hold blocks of both pools; show them.
+fn pool_blocks() -> Result<()> {
     let took = wait(
         30,
         "the operator to allocate both pools to both nodes",

@@ -65,6 +65,13 @@ enum Command {
     ///
     /// Must run as root. Every command is echoed before it runs.
     DemoAzure(demo_cluster::DemoClusterArgs),
+    /// As `demo-cluster`, in ENI IPAM: the nodes are instances in weft's EC2 + IMDS emulator
+    /// (not AWS), the operator creates and attaches an ENI per node, the demo plugs it in as
+    /// the hypervisor would, and pods on the ENIs ping each other through a VPC namespace that
+    /// enforces the source/destination check.
+    ///
+    /// Must run as root. Every command is echoed before it runs.
+    DemoAws(demo_cluster::DemoClusterArgs),
     /// Run setup, then a benchmark in release mode.
     Bench(bench::BenchArgs),
     /// Regenerate the CustomResourceDefinitions in `deploy/crds/` and the Helm chart's `crds/`
@@ -97,6 +104,7 @@ fn main() -> ExitCode {
             demo_cluster::demo_cluster(&args, demo_cluster::Mode::MultiPool)
         }
         Command::DemoAzure(args) => demo_cluster::demo_cluster(&args, demo_cluster::Mode::Azure),
+        Command::DemoAws(args) => demo_cluster::demo_cluster(&args, demo_cluster::Mode::Aws),
         Command::Bench(args) => bench::bench(&args),
         Command::GenCrds => gen_crds::gen_crds(),
         Command::GenConfigRef => gen_config_ref::gen_config_ref(),

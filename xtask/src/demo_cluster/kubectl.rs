@@ -88,7 +88,7 @@ pub(super) fn show_cilium_nodes(mode: Mode) -> Result<()> {
         Mode::MultiPool => {
             "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{range .spec.ipam.pools.allocated[*]}{\"  \"}{.pool}{\": \"}{.cidrs}{\"\\n\"}{end}{end}"
         }
-        Mode::Azure => {
+        Mode::Azure | Mode::Aws => {
             "jsonpath={range .items[*]}{.metadata.name}{\"\\n  used: \"}{.status.ipam.used}{\"\\n\"}{end}"
         }
     };

@@ -159,6 +159,12 @@ pub(super) fn ping_pods(addrs: &[String], mode: Mode) -> Result<()> {
             section("the pods on each node ping each other (NIC addresses)");
             &[(0, 2), (2, 0), (1, 3), (3, 1)]
         }
+        Mode::Aws => {
+            section(
+                "the pods ping each other across nodes, through their ENIs and the VPC's fabric",
+            );
+            &[(0, 1), (1, 0), (2, 3), (3, 2)]
+        }
     };
     for &(from, to) in pairs {
         let (src, dst) = (&PODS[from], &PODS[to]);
@@ -178,8 +184,10 @@ pub(super) fn ping_pods(addrs: &[String], mode: Mode) -> Result<()> {
             &addrs[to],
         ]))?;
     }
-    if mode == Mode::Azure {
-        return Ok(());
+    match mode {
+        Mode::MultiPool => {}
+        Mode::Azure => return Ok(()),
+        Mode::Aws => return super::aws::show_routing(),
     }
     println!("\nnode-a routes node-b's blocks via node-b (auto-direct-node-routes):");
     run::echo_run(Command::new("ip").args([

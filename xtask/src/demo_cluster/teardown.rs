@@ -14,7 +14,9 @@ use std::{
 use anyhow::{Result, bail};
 
 use super::{
-    DIR, NODES, PODS, Pod, path,
+    DIR, NODES, PODS, Pod,
+    aws::VPC_NETNS,
+    path,
     pods::{cni_line, cni_output},
 };
 use crate::run;
@@ -50,6 +52,8 @@ pub struct Created {
     pub dir: bool,
     /// Node namespaces (by index into `NODES`).
     pub nodes: Vec<usize>,
+    /// The VPC's fabric namespace (demo-aws).
+    pub vpc: bool,
     /// Pin directories the agents were given (created by them).
     pub pin_dirs: Vec<usize>,
     /// Background programs, in start order.
@@ -110,6 +114,10 @@ fn steps(created: &Created) -> Vec<Step> {
             .map(|&i| NODES[i].netns)
             .filter(|ns| Path::new("/var/run/netns").join(ns).exists())
             .map(|ns| Step::NetnsDel(ns.to_owned())),
+    );
+    steps.extend(
+        (created.vpc && Path::new("/var/run/netns").join(VPC_NETNS).exists())
+            .then(|| Step::NetnsDel(VPC_NETNS.to_owned())),
     );
     steps.extend(
         created
@@ -187,9 +195,10 @@ pub fn cleanup(created: &Created) -> Result<()> {
 }
 
 /// The background programs a run records, as (comm, file).
-pub const DAEMONS: [(&str, &str); 5] = [
+pub const DAEMONS: [(&str, &str); 6] = [
     ("kube-emulator", "kube-emulator"),
     ("arm-emulator", "arm-emulator"),
+    ("ec2-emulator", "ec2-emulator"),
     ("weft-operator", "operator"),
     ("weft-agent", "agent-node-a"),
     ("weft-agent", "agent-node-b"),
@@ -210,7 +219,8 @@ pub fn remove_stale() -> Result<()> {
         .filter(|&i| Path::new(&NODES[i].pin_dir()).exists())
         .collect();
     let dir = Path::new(DIR).exists();
-    if nodes.is_empty() && pod_netns.is_empty() && pin_dirs.is_empty() && !dir {
+    let vpc = Path::new("/var/run/netns").join(VPC_NETNS).exists();
+    if nodes.is_empty() && pod_netns.is_empty() && pin_dirs.is_empty() && !dir && !vpc {
         return Ok(());
     }
     super::section("remove the leftovers of an earlier demo-cluster");
@@ -228,6 +238,7 @@ pub fn remove_stale() -> Result<()> {
     cleanup(&Created {
         dir,
         nodes,
+        vpc,
         pin_dirs,
         daemons,
         pod_netns,
