@@ -10,6 +10,7 @@
 //! - [`clusterpool`]: Cilium's cluster-pool operator allocator (`podcidr`).
 //! - [`multipool`]: Cilium's multi-pool operator allocator (CiliumPodIPPool).
 //! - [`manager`]: the node manager, the one driver of the block allocators (both programs).
+//! - [`migration`]: the cluster-pool → multi-pool migration, planned (the operator runs it).
 //! - [`node`]: the one tolerant typed read of a CiliumNode, each bad field reported by path.
 //! - [`operator_keys`]: the operator's configuration keys, one row each (read by both programs).
 //! - [`pool`]: the one CiliumPodIPPool → pool spec conversion.
@@ -18,6 +19,7 @@ pub mod cidrset;
 pub mod clusterpool;
 mod family;
 pub mod manager;
+pub mod migration;
 pub mod multipool;
 pub mod node;
 pub mod operator_keys;

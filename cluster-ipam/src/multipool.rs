@@ -253,6 +253,9 @@ pub struct PoolAllocator {
     pools: BTreeMap<String, Pool>,
     nodes: Holdings,
     orphans: Holdings,
+    /// Blocks nodes hold outside every pool (unmigrated `spec.ipam.podCIDRs`): reserved in
+    /// every pool they overlap.
+    pinned: BTreeMap<String, Vec<IpNet>>,
     ready: bool,
 }
 
@@ -266,6 +269,7 @@ impl PoolAllocator {
             pools: BTreeMap::new(),
             nodes: BTreeMap::new(),
             orphans: BTreeMap::new(),
+            pinned: BTreeMap::new(),
             ready: false,
         }
     }
@@ -285,6 +289,7 @@ impl PoolAllocator {
     /// (Cilium keeps a deleted node's orphans).
     pub fn release_node(&mut self, node: &str) {
         self.orphans.remove(node);
+        self.pin(node, Vec::new());
         let Some(pools) = self.nodes.remove(node) else {
             return;
         };
@@ -294,6 +299,40 @@ impl PoolAllocator {
                     pool.release(cidr);
                 }
             }
+        }
+    }
+
+    /// Keeps `cidrs`, blocks `node` holds outside every pool (its `spec.ipam.podCIDRs` not
+    /// migrated to multi-pool), taken: no block overlapping one is handed out, in any pool,
+    /// until the node drops them (an empty list) or is released. Blocks already held stay.
+    pub fn pin(&mut self, node: &str, mut cidrs: Vec<IpNet>) {
+        cidrs.sort_unstable();
+        cidrs.dedup();
+        let unchanged = match self.pinned.get(node) {
+            Some(old) => *old == cidrs,
+            None => cidrs.is_empty(),
+        };
+        if unchanged {
+            return;
+        }
+        if cidrs.is_empty() {
+            self.pinned.remove(node);
+        } else {
+            self.pinned.insert(node.to_owned(), cidrs);
+        }
+        self.apply_pins(None);
+    }
+
+    /// Re-reserves the pins in every pool (or only in `only`).
+    pub(super) fn apply_pins(&mut self, only: Option<&str>) {
+        let pins: Vec<IpNet> = self.pinned.values().flatten().copied().collect();
+        for (name, pool) in &mut self.pools {
+            if only.is_some_and(|o| o != name) {
+                continue;
+            }
+            // The spec's ranges were checked when the pool was applied and the pins are
+            // clipped to each set, so this cannot be refused.
+            let _ = pool.set_pins(name, &pins);
         }
     }
 

@@ -147,6 +147,34 @@ pub const AUTO_CREATE_CILIUM_POD_IP_POOLS: KeyDoc = op(
 )
 .flag(Flag::List { delimiter: None });
 
+/// `ipam-default-ip-pool`.
+pub const IPAM_DEFAULT_IP_POOL: KeyDoc = op(
+    "ipam-default-ip-pool",
+    Value("default"),
+    Modes::Only(MULTI_POOL),
+    "the pool migrated podCIDRs go into; the same as the agents' ipam-default-ip-pool",
+)
+.flag(VALUE);
+
+/// `enable-cluster-pool-to-multi-pool-migration`.
+pub const ENABLE_CLUSTER_POOL_TO_MULTI_POOL_MIGRATION: KeyDoc = op(
+    "enable-cluster-pool-to-multi-pool-migration",
+    Value("false"),
+    Modes::Only(MULTI_POOL),
+    "at start, before any block is handed out, move each CiliumNode's `spec.ipam.podCIDRs` into \
+         `spec.ipam.pools.allocated` of ipam-default-ip-pool (docs/operator.md)",
+)
+.flag(SWITCH);
+
+/// `multi-pool-migration-workers`.
+pub const MULTI_POOL_MIGRATION_WORKERS: KeyDoc = op(
+    "multi-pool-migration-workers",
+    Value("16"),
+    Modes::Only(MULTI_POOL),
+    "CiliumNodes migrated at once by enable-cluster-pool-to-multi-pool-migration",
+)
+.flag(VALUE);
+
 /// `enable-ipv4`.
 pub const ENABLE_IPV4: KeyDoc = op(
     "enable-ipv4",
@@ -326,13 +354,16 @@ pub use self::cloud::{
 };
 
 /// Every setting of `weft-operator`, in the order of the documentation.
-pub const KEYS: [KeyDoc; 49] = [
+pub const KEYS: [KeyDoc; 52] = [
     IPAM,
     CLUSTER_POOL_IPV4_CIDR,
     CLUSTER_POOL_IPV4_MASK_SIZE,
     CLUSTER_POOL_IPV6_CIDR,
     CLUSTER_POOL_IPV6_MASK_SIZE,
     AUTO_CREATE_CILIUM_POD_IP_POOLS,
+    IPAM_DEFAULT_IP_POOL,
+    ENABLE_CLUSTER_POOL_TO_MULTI_POOL_MIGRATION,
+    MULTI_POOL_MIGRATION_WORKERS,
     ENABLE_IPV4,
     ENABLE_IPV6,
     OPERATOR_PROMETHEUS_SERVE_ADDR,

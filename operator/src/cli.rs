@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-use clap::{ArgMatches, Args, Command, FromArgMatches, Parser};
+use clap::{ArgMatches, Args, Command, FromArgMatches, Parser, Subcommand};
 use weft_cluster_ipam::operator_keys::KEYS;
 use weft_k8s::config_ref::{clap_arg, clap_values};
 
@@ -15,14 +15,17 @@ use weft_k8s::config_ref::{clap_arg, clap_values};
 #[derive(Debug, Clone, Default, Parser)]
 #[command(name = "weft-operator", version)]
 pub struct Cli {
+    /// A one-off task instead of running the operator.
+    #[command(subcommand)]
+    pub task: Option<Task>,
     /// The settings given as flags.
     #[command(flatten)]
     pub keys: KeyFlags,
     /// A directory of one file per cilium-config key (a mounted ConfigMap).
-    #[arg(long, env = "WEFT_OPERATOR_CONFIG_DIR")]
+    #[arg(long, env = "WEFT_OPERATOR_CONFIG_DIR", global = true)]
     pub config_dir: Option<PathBuf>,
     /// A kubeconfig; without it: `KUBECONFIG`, `~/.kube/config` or the in-cluster account.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub kubeconfig: Option<PathBuf>,
     /// The metric names `/metrics` serves: `weft` (`weft_operator_…`) or `cilium` (Cilium's
     /// `cilium_operator_…` where the meaning is the same, weft's for the rest).
@@ -31,6 +34,27 @@ pub struct Cli {
     /// `--debug`, `--log-level`, `--log-format` (Cilium's; the keys of the same names).
     #[command(flatten)]
     pub log: weft_k8s::telemetry::LogArgs,
+}
+
+/// A one-off task (the settings' flags, `--config-dir` and `--kubeconfig` apply to it too).
+#[derive(Debug, Clone, Subcommand)]
+pub enum Task {
+    /// IPAM migrations.
+    #[command(subcommand)]
+    Migrate(Migration),
+}
+
+/// An IPAM migration.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Migration {
+    /// Cluster-pool → multi-pool: print, per CiliumNode, the blocks that would move into
+    /// `ipam-default-ip-pool` and every refusal; exit 1 if a node would be refused. (The move
+    /// itself is the operator's, with `--enable-cluster-pool-to-multi-pool-migration`.)
+    ClusterPoolToMultiPool {
+        /// Only report; write nothing (required: the operator does the move).
+        #[arg(long, required = true)]
+        dry_run: bool,
+    },
 }
 
 /// The flags of the operator's settings that were given, by key (a list flag may have several
@@ -68,7 +92,10 @@ impl FromArgMatches for KeyFlags {
 
 impl Args for KeyFlags {
     fn augment_args(command: Command) -> Command {
-        KEYS.iter().filter_map(clap_arg).fold(command, Command::arg)
+        KEYS.iter()
+            .filter_map(clap_arg)
+            .map(|arg| arg.global(true))
+            .fold(command, Command::arg)
     }
 
     fn augment_args_for_update(command: Command) -> Command {

@@ -107,6 +107,28 @@ pub enum ConfigError {
     },
 }
 
+/// The cluster-pool → multi-pool migration's settings (multi-pool only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationConfig {
+    /// `enable-cluster-pool-to-multi-pool-migration` (default false).
+    pub enabled: bool,
+    /// `multi-pool-migration-workers` (default 16): CiliumNodes updated at once.
+    pub workers: usize,
+    /// `ipam-default-ip-pool` (default `default`): the pool the podCIDRs move into.
+    pub default_pool: String,
+}
+
+impl Default for MigrationConfig {
+    /// Cilium's defaults.
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            workers: 16,
+            default_pool: "default".to_owned(),
+        }
+    }
+}
+
 /// Leader-election timing (client-go's and Cilium's defaults: 15s / 10s / 2s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaderTiming {
@@ -135,6 +157,9 @@ pub struct OperatorConfig {
     pub cluster_pool: ClusterPoolConfig,
     /// `auto-create-cilium-pod-ip-pools`, by pool name.
     pub auto_create_pools: BTreeMap<String, PoolSpec>,
+    /// `ipam-default-ip-pool`, `enable-cluster-pool-to-multi-pool-migration`,
+    /// `multi-pool-migration-workers`.
+    pub migration: MigrationConfig,
     /// `operator-prometheus-serve-addr`.
     pub prometheus_addr: SocketAddr,
     /// `operator-api-serve-addr`.
@@ -168,6 +193,7 @@ impl Default for OperatorConfig {
             enable_ipv6: false,
             cluster_pool: ClusterPoolConfig::default(),
             auto_create_pools: BTreeMap::new(),
+            migration: MigrationConfig::default(),
             prometheus_addr: bind::parse_addr(DEFAULT_PROMETHEUS_ADDR)
                 .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 9963))),
             api_addr: bind::parse_addr(DEFAULT_API_ADDR)

@@ -13,6 +13,7 @@
 //! - [`identitygc`]: garbage collection of unused CiliumIdentities (the leader's).
 //! - [`leader`]: leader election on a `coordination.k8s.io/v1` Lease.
 //! - [`metrics`], [`http`]: `/metrics` and `/healthz`.
+//! - [`migrate`]: the cluster-pool → multi-pool migration pass and its dry run.
 //! - [`run`]: the composition root.
 
 pub mod azure;
@@ -25,6 +26,7 @@ pub mod identitygc;
 pub mod k8s;
 pub mod leader;
 pub mod metrics;
+pub mod migrate;
 pub mod run;
 
 pub use weft_k8s::error::chain;

@@ -367,9 +367,11 @@ async fn operate(
                 r = pools_for(&client, &config) => r?,
                 () = stopped(stop.clone()) => return Ok(()),
             };
-            leading
-                .blocks(cli, file, manager, pool_resource, lost)
+            let pass = crate::migrate::pass(&client, &config, pool_resource);
+            let serve = leading.blocks(cli, file, manager, pool_resource, lost);
+            crate::migrate::before(pass, stopped(stop.clone()), serve)
                 .await
+                .unwrap_or(Ok(()))
         }
         Plan::Cloud(start) => start(&leading, Box::pin(lost)).await,
     };

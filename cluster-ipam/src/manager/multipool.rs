@@ -1,6 +1,8 @@
 //! Multi-pool mode as an [`Allocator`]: blocks of CiliumPodIPPools carved into each
 //! CiliumNode's `spec.ipam.pools.allocated` as its `requested` demand grows
-//! ([`PoolAllocator`]).
+//! ([`PoolAllocator`]). A node's `spec.ipam.podCIDRs` (not migrated from cluster-pool) are
+//! kept taken ([`PoolAllocator::pin`]), and the migration's refusal it shows is kept in its
+//! `operator-status`.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +13,7 @@ use super::{
     Allocator, BlockUsage, Desired, NodeUsage, PoolRefused, SpecPart, clusterpool::block_addresses,
 };
 use crate::{
-    Family,
+    Family, migration,
     multipool::{PoolAllocator, PoolSpec, Warning},
     node::NodeView,
 };
@@ -55,8 +57,33 @@ fn usable(cidr: &IpNet, first: bool, last: bool) -> u64 {
     all - u64::from(!first) - u64::from(!last)
 }
 
+/// The node's `spec.ipam.podCIDRs` that parse (held outside every pool until migrated).
+fn pod_cidrs(node: &NodeView) -> Vec<IpNet> {
+    (node.pod_cidrs.iter())
+        .filter_map(|c| c.parse::<IpNet>().ok())
+        .map(|c| c.trunc())
+        .collect()
+}
+
+/// The migration's refusal the node still shows, while it keeps its podCIDRs (the operator's
+/// migration pass wrote it; the allocator does not know the reason, and must not clear it).
+fn migration_error(node: &NodeView) -> Option<&str> {
+    (!node.pod_cidrs.is_empty() && node.operator_error.starts_with(migration::FAILED_PREFIX))
+        .then_some(node.operator_error.as_str())
+}
+
+/// `own` after the migration's refusal, one per line.
+fn with_migration_error(node: &NodeView, own: String) -> String {
+    match migration_error(node) {
+        Some(refusal) if own.is_empty() => refusal.to_owned(),
+        Some(refusal) => format!("{refusal}\n{own}"),
+        None => own,
+    }
+}
+
 impl Allocator for MultiPoolAllocator {
     fn upsert(&mut self, node: &NodeView) -> Desired {
+        self.pools.pin(&node.name, pod_cidrs(node));
         if let Some(text) = node.invalid_text() {
             return Desired {
                 error: text,
@@ -76,16 +103,20 @@ impl Allocator for MultiPoolAllocator {
                 spec: Some(SpecPart::PoolsAllocated(
                     self.pools.allocated_pools(&node.name),
                 )),
-                error: result
-                    .err()
-                    .map(|f| format!("multi-pool allocation failed: {f}"))
-                    .unwrap_or_default(),
+                error: with_migration_error(
+                    node,
+                    result
+                        .err()
+                        .map(|f| format!("multi-pool allocation failed: {f}"))
+                        .unwrap_or_default(),
+                ),
                 ..Desired::default()
             },
         }
     }
 
     fn occupy(&mut self, node: &NodeView) {
+        self.pools.pin(&node.name, pod_cidrs(node));
         if let Err(failure) = self
             .pools
             .allocate_to_node(&node.name, &[], &node.allocated)

@@ -252,3 +252,5 @@ fn a_current_read_wins_over_a_write_handed_out() {
     let held = m.node("n1").expect("n1");
     assert_eq!(held.allocated[0].cidrs, ["10.10.0.0/28"]);
 }
+
+mod pinned;

@@ -3,6 +3,8 @@
 //! (`addrsInPrefix`). It also plans an upsert ([`Pool::plan`]) without touching the live
 //! pool. It knows no nodes.
 
+use std::net::IpAddr;
+
 use ipnet::IpNet;
 
 use super::{MultiPoolError, PoolSpec};
@@ -21,6 +23,8 @@ pub(super) struct Pool {
     v6_mask: u8,
     allow_first_ip: bool,
     allow_last_ip: bool,
+    /// The spec's `reservedRanges`.
+    reserved: Vec<ReservedRange>,
 }
 
 /// The outcome of [`Pool::plan`]: the pool to store and the sets it drops.
@@ -41,6 +45,14 @@ pub(super) fn addrs_in_prefix(cidr: &IpNet, allow_first_ip: bool, allow_last_ip:
         return addrs;
     }
     addrs - u128::from(!allow_first_ip) - u128::from(!allow_last_ip)
+}
+
+fn addr_max(a: IpAddr, b: IpAddr) -> IpAddr {
+    if a >= b { a } else { b }
+}
+
+fn addr_min(a: IpAddr, b: IpAddr) -> IpAddr {
+    if a <= b { a } else { b }
 }
 
 /// The spec's CIDRs (masked) and mask size for one family; an absent family has mask 0.
@@ -92,6 +104,7 @@ impl Pool {
             v6_mask,
             allow_first_ip: spec.allow_first_ip,
             allow_last_ip: spec.allow_last_ip,
+            reserved: spec.reserved.clone(),
         };
         for (family, cidrs, mask) in [
             (Family::V4, v4_cidrs, v4_mask),
@@ -118,6 +131,21 @@ impl Pool {
         }
         pool.reserve(name, &spec.reserved)?;
         Ok(Plan { pool, removed })
+    }
+
+    /// Reserves, besides the spec's ranges, the part of each of `pins` (blocks nodes hold
+    /// outside every pool: unmigrated podCIDRs) inside each set, so no new block overlaps one.
+    pub(super) fn set_pins(&mut self, name: &str, pins: &[IpNet]) -> Result<(), MultiPoolError> {
+        let mut ranges = self.reserved.clone();
+        for set in self.v4.iter().chain(&self.v6) {
+            let cluster = set.cluster();
+            for pin in pins.iter().filter(|p| set.in_range(p)) {
+                let start = addr_max(pin.network(), cluster.network());
+                let end = addr_min(pin.broadcast(), cluster.broadcast());
+                ranges.push(ReservedRange { start, end });
+            }
+        }
+        self.reserve(name, &ranges)
     }
 
     /// Puts every range on the set that holds it and clears the others.

@@ -50,6 +50,7 @@ impl PoolAllocator {
             }
         }
         self.pools.insert(name.to_owned(), plan.pool);
+        self.apply_pins(Some(name));
         self.readopt(name, &mut warnings);
         Ok(warnings)
     }

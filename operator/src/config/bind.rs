@@ -169,6 +169,29 @@ pub const BINDINGS: [Binding; keys::KEYS.len()] = [
         }
         Ok(())
     }),
+    bind(&keys::IPAM_DEFAULT_IP_POOL, |c, v| {
+        let pool = v.one();
+        if pool.is_empty() {
+            return Err(v.bad(pool, "a CiliumPodIPPool name"));
+        }
+        c.migration.default_pool = pool;
+        Ok(())
+    }),
+    bind(
+        &keys::ENABLE_CLUSTER_POOL_TO_MULTI_POOL_MIGRATION,
+        |c, v| {
+            c.migration.enabled = v.bool()?;
+            Ok(())
+        },
+    ),
+    bind(&keys::MULTI_POOL_MIGRATION_WORKERS, |c, v| {
+        let workers: usize = v.number()?;
+        if workers == 0 {
+            return Err(v.bad("0".to_owned(), "at least 1"));
+        }
+        c.migration.workers = workers;
+        Ok(())
+    }),
     bind(&keys::ENABLE_IPV4, |c, v| {
         c.enable_ipv4 = v.bool()?;
         Ok(())

@@ -331,3 +331,34 @@ fn an_identity_s_resource_id_is_refused_with_the_way_to_its_client_id() {
     let given = resolve(&[], &[("azure-user-assigned-identity-id", uuid)]).expect("a client ID");
     assert_eq!(given.azure.user_assigned_identity_id, uuid);
 }
+
+#[test]
+fn the_migration_keys_read_as_ciliums() {
+    let c = resolve(&["--ipam", "multi-pool"], &[]).expect("defaults");
+    assert_eq!(c.migration, MigrationConfig::default());
+    assert!(!c.migration.enabled);
+    assert_eq!(c.migration.workers, 16);
+    assert_eq!(c.migration.default_pool, "default");
+    let c = resolve(
+        &[
+            "--enable-cluster-pool-to-multi-pool-migration",
+            "--multi-pool-migration-workers",
+            "4",
+        ],
+        &[("ipam-default-ip-pool", "custom-pool")],
+    )
+    .expect("valid");
+    assert_eq!(
+        c.migration,
+        MigrationConfig {
+            enabled: true,
+            workers: 4,
+            default_pool: "custom-pool".to_owned(),
+        }
+    );
+    let refused = resolve(&["--multi-pool-migration-workers", "0"], &[]).expect_err("0 workers");
+    assert!(
+        refused.to_string().contains("multi-pool-migration-workers"),
+        "{refused}"
+    );
+}

@@ -2,12 +2,13 @@
 //! and the operator in the bridge's own namespace, pods wired by `weft-cni`. The operator hands
 //! out cluster-pool blocks and multi-pool blocks; these scenarios check that what it writes is
 //! what the agents use (distinct blocks, growing and shrinking with demand, pool selection,
-//! reserved ranges, Azure NIC addresses) and that pods on different nodes reach each other. Conflicts it reports
-//! must show on the CiliumNode and in `weft-agent status`. The operator alone, without agents,
-//! is tested in `tests/operator`.
+//! reserved ranges, Azure NIC addresses, the cluster-pool → multi-pool migration) and that pods
+//! on different nodes reach each other. Conflicts it reports must show on the CiliumNode and in
+//! `weft-agent status`. The operator alone, without agents, is tested in `tests/operator`.
 
 mod azure;
 mod cluster_pool;
+mod migration;
 mod multi_pool;
 
 use std::{
@@ -106,6 +107,20 @@ impl Lan {
         let _in = ThreadNetNs::enter(&self.nodes[n - 1].path());
         agent.spawn();
         agent
+    }
+
+    /// Restart the agent of node `n` (1-based) in IPAM mode `ipam`, keeping its other flags
+    /// and its state; wait until it serves.
+    pub(super) fn restart_agent(&self, n: usize, agent: &mut Agent, ipam: &str) {
+        agent.stop();
+        if let Some(at) = agent.flags.iter().position(|f| f == "--ipam") {
+            ipam.clone_into(&mut agent.flags[at + 1]);
+        }
+        {
+            let _in = ThreadNetNs::enter(&self.nodes[n - 1].path());
+            agent.spawn();
+        }
+        agent.wait_ready(Duration::from_secs(30));
     }
 
     /// Run `f` in the bridge's namespace (where the API server and the operator are).

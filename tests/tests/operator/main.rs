@@ -1,10 +1,10 @@
 //! The real `weft-operator` binary against the Kubernetes API emulator (through a kubeconfig,
 //! so its own kube-rs client is what runs): cluster-pool and multi-pool allocation, restarts,
-//! conflicts, node lifecycle, runtime configuration changes, leader election and faults, a
-//! rejected token, a missing permission and an unreachable API server, its logging flags, the
-//! CiliumIdentity garbage collection, Azure IPAM against the ARM emulator, and ENI IPAM
-//! against the EC2 emulator. The
-//! scenarios with agents and pods are in `kube_agent`.
+//! conflicts, the cluster-pool → multi-pool migration and its dry run, node lifecycle, runtime
+//! configuration changes, leader election and faults, a rejected token, a missing permission
+//! and an unreachable API server, its logging flags, the CiliumIdentity garbage collection,
+//! Azure IPAM against the ARM emulator, and ENI IPAM against the EC2 emulator. The scenarios
+//! with agents and pods are in `kube_agent`.
 
 mod azure;
 mod cluster_pool;
@@ -13,6 +13,7 @@ mod faults;
 mod ha;
 mod identity_gc;
 mod kubectl;
+mod migration;
 mod multi_pool;
 mod reach;
 

@@ -84,11 +84,14 @@ pub(super) fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
                 help = true;
                 continue;
             }
-            match find_arg(&path, |a| a.get_long() == Some(long)) {
-                Some(arg) => skip_next = value.is_none() && takes_value(arg),
-                None => problems.push(format!(
+            if let Some(arg) = find_arg(&path, |a| a.get_long() == Some(long)) {
+                skip_next = value.is_none() && takes_value(arg);
+            } else {
+                // Its value, if it has one, is not a subcommand.
+                skip_next = value.is_none();
+                problems.push(format!(
                     "`{shown}` has no flag --{long} (see `{shown} --help`)"
-                )),
+                ));
             }
         } else if let Some(shorts) = token.strip_prefix('-').filter(|s| !s.is_empty()) {
             let short = shorts.chars().next().unwrap_or('-');
@@ -118,7 +121,7 @@ pub(super) fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
         }
     }
     let last = *path.last().unwrap_or(&root);
-    if last.has_subcommands() && !help && path.len() > 1 {
+    if last.is_subcommand_required_set() && !help && path.len() > 1 {
         let shown = path
             .iter()
             .map(|c| c.get_name())
@@ -126,7 +129,7 @@ pub(super) fn check_clap(root: &clap::Command, args: &[String]) -> Vec<String> {
             .join(" ");
         problems.push(format!("`{shown}` needs a subcommand"));
     }
-    if path.len() == 1 && root.has_subcommands() && !help && problems.is_empty() {
+    if path.len() == 1 && root.is_subcommand_required_set() && !help && problems.is_empty() {
         problems.push(format!("`{name}` needs a subcommand"));
     }
     problems
