@@ -187,8 +187,29 @@ pub fn review<'a>(
             }),
         }
     }
+    if let Some(&(source, value)) = merged.get(ROUTING_MODE)
+        && !accepted(value, &["native"])
+    {
+        out.refused.push(Refusal {
+            key: ROUTING_MODE.to_owned(),
+            value: value.to_owned(),
+            source,
+            breaks: TUNNEL_BREAKS,
+            way_out: TUNNEL_WAY_OUT,
+        });
+    }
     out
 }
+
+/// `routing-mode`, read by the agent but refused at `tunnel` until the datapath encapsulates.
+const ROUTING_MODE: &str = "routing-mode";
+/// What `routing-mode: tunnel` would break.
+const TUNNEL_BREAKS: &str =
+    "pods on different nodes cannot reach each other: weft does not encapsulate";
+/// The way out of `routing-mode: tunnel`.
+const TUNNEL_WAY_OUT: &str = "weft routes natively; set routing-mode: native with \
+     auto-direct-node-routes: \"true\" (nodes on one L2 network) or routes to every node's pod \
+     CIDR in your network";
 
 impl Review {
     /// Log the verdicts (ignored keys at `info`, one line each; unknown keys in one warning;

@@ -9,14 +9,6 @@ use super::{
 pub(super) const ROWS: &[Feature] = &[
     // Routing.
     refused(
-        "routing-mode",
-        Routing,
-        &["native"],
-        "pods on different nodes cannot reach each other: weft does not encapsulate",
-        "weft routes natively; set routing-mode: native with auto-direct-node-routes: \"true\" \
-         (nodes on one L2 network) or routes to every node's pod CIDR in your network",
-    ),
-    refused(
         "tunnel",
         Routing,
         &["disabled"],
@@ -24,8 +16,6 @@ pub(super) const ROWS: &[Feature] = &[
         "set tunnel: disabled (Cilium before 1.14; newer: routing-mode: native) with \
          auto-direct-node-routes: \"true\"",
     ),
-    ignored("tunnel-protocol", Routing, TUNNEL_ONLY),
-    ignored("tunnel-port", Routing, TUNNEL_ONLY),
     ignored("tunnel-source-port-range", Routing, TUNNEL_ONLY),
     ignored(
         "direct-routing-skip-unreachable",
