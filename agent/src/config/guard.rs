@@ -122,8 +122,7 @@ pub fn feature(key: &str) -> Option<&'static Feature> {
 
 /// Is `value` one of `accepted`? Booleans compare as booleans (`"False"`, `"0"`), the rest
 /// without case. An empty value passes only where `accepted` lists `""`: elsewhere it means
-/// Cilium's default, which is what weft refuses (`routing-mode` tunnels, `enable-policy`
-/// enforces).
+/// Cilium's default, which is what weft refuses (`enable-policy` enforces).
 #[must_use]
 pub fn accepted(value: &str, accepted: &[&str]) -> bool {
     let value = value.trim();
@@ -134,8 +133,8 @@ pub fn accepted(value: &str, accepted: &[&str]) -> bool {
 }
 
 /// The verdicts on the keys of `(source, layer)`s, later layers winning as when the
-/// configuration is resolved (a CiliumNodeConfig's `routing-mode: native` overrides the file's
-/// `tunnel`); each verdict names the layer its value came from.
+/// configuration is resolved (a CiliumNodeConfig's `enable-wireguard: "false"` overrides the
+/// file's `"true"`); each verdict names the layer its value came from.
 #[must_use]
 pub fn review<'a>(
     layers: impl IntoIterator<Item = (&'static str, &'a BTreeMap<String, String>)>,
@@ -187,29 +186,8 @@ pub fn review<'a>(
             }),
         }
     }
-    if let Some(&(source, value)) = merged.get(ROUTING_MODE)
-        && !accepted(value, &["native"])
-    {
-        out.refused.push(Refusal {
-            key: ROUTING_MODE.to_owned(),
-            value: value.to_owned(),
-            source,
-            breaks: TUNNEL_BREAKS,
-            way_out: TUNNEL_WAY_OUT,
-        });
-    }
     out
 }
-
-/// `routing-mode`, read by the agent but refused at `tunnel` until the datapath encapsulates.
-const ROUTING_MODE: &str = "routing-mode";
-/// What `routing-mode: tunnel` would break.
-const TUNNEL_BREAKS: &str =
-    "pods on different nodes cannot reach each other: weft does not encapsulate";
-/// The way out of `routing-mode: tunnel`.
-const TUNNEL_WAY_OUT: &str = "weft routes natively; set routing-mode: native with \
-     auto-direct-node-routes: \"true\" (nodes on one L2 network) or routes to every node's pod \
-     CIDR in your network";
 
 impl Review {
     /// Log the verdicts (ignored keys at `info`, one line each; unknown keys in one warning;

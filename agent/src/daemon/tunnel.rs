@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use tracing::info;
+use tracing::{info, warn};
 
 use super::DaemonError;
 use crate::{
@@ -166,17 +166,25 @@ pub(super) async fn setup(
     Ok(Some(tunnel))
 }
 
-/// The underlay's MTU and family, from the native device.
+/// The underlay's MTU and family, from the native device; without one (no `devices`, no
+/// default route), Ethernet's MTU over IPv4, as Cilium's MTU detection falls back.
 async fn underlay(config: &AgentConfig) -> Result<(u32, bool), DaemonError> {
-    let device = match config.devices.first() {
-        Some(device) => device.clone(),
+    let found = match config.devices.first() {
+        Some(device) => Some(device.clone()),
         None => netlink::default_route_device()
             .await
             .map_err(|source| DaemonError::Device {
                 device: "(default route)".into(),
                 source,
-            })?
-            .ok_or(DaemonError::NoNativeDevice)?,
+            })?,
+    };
+    let Some(device) = found else {
+        warn!(
+            mtu = ETHERNET_MTU,
+            "tunnel routing: no native device (no devices, no default route): assuming an IPv4 \
+             underlay of MTU {ETHERNET_MTU}"
+        );
+        return Ok((ETHERNET_MTU, false));
     };
     let fail = |source| DaemonError::Device {
         device: device.clone(),
