@@ -3,7 +3,8 @@
 //! nodes' addresses and drops (and counts) every packet from or to a pod CIDR. Pods on the two
 //! nodes reach each other (ping, TCP, both ways) because their traffic crosses the router as
 //! VXLAN (UDP 8472) between the node addresses; the same topology in native routing does not
-//! carry it, which proves the tunnel is what does.
+//! carry it, which proves the tunnel is what does. Agent restarts keep the device and lose no
+//! ping across it; `weft-agent cleanup` deletes it.
 
 use std::{
     io::{Read as _, Write as _},
@@ -18,7 +19,7 @@ use weft_tests::{
     run,
 };
 
-use super::{Cluster, add, ping, two_nodes::node_ns, wait_for};
+use super::{Cluster, add, ping, restarts::Pinger, two_nodes::node_ns, wait_for};
 
 /// Node 1's address (its subnet: 192.0.2.0/24).
 const NODE1: &str = "192.0.2.1";
@@ -289,4 +290,103 @@ fn the_same_topology_in_native_routing_does_not_carry_pod_traffic() {
         !tunnel.expect("ip").status.success(),
         "native routing made a tunnel device"
     );
+}
+
+/// The tunnel device's ifindex in `ns`.
+fn tunnel_index(ns: &NamedNetNs) -> String {
+    let out = run(ns.command("cat").arg("/sys/class/net/weft_vxlan/ifindex"));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn agent_restarts_keep_the_tunnel_and_its_flows_and_cleanup_removes_it() {
+    require_root();
+    let mut nodes = routed_nodes(&["--routing-mode", "tunnel"]);
+    let pa = add(&nodes.a1, "web", "a");
+    let pb = add(&nodes.a2, "web", "b");
+    wait_for(
+        "pods on the two nodes to reach each other",
+        Duration::from_secs(15),
+        || {
+            (ping(&pa, pb.ips[0]) && ping(&pb, pa.ips[0]))
+                .then_some(())
+                .ok_or_else(|| "no answer".to_owned())
+        },
+    );
+    let devices = (tunnel_index(&nodes.n1), tunnel_index(&nodes.n2));
+    // 10 s of pings every 10 ms across the tunnel, while each agent restarts twice (SIGTERM,
+    // then SIGKILL).
+    let mut pinger = Pinger::start(&pa, pb.ips[0], 1000);
+    for round in 0..2 {
+        for (agent, ns) in [(&mut nodes.a1, &nodes.n1), (&mut nodes.a2, &nodes.n2)] {
+            if round == 0 {
+                agent.stop();
+            } else {
+                agent.kill();
+            }
+            {
+                let _in = ThreadNetNs::enter(&ns.path());
+                agent.spawn();
+            }
+            agent.wait_ready(Duration::from_secs(30));
+            assert!(agent.log().contains("how=Adopted"), "{}", agent.log());
+        }
+    }
+    assert!(pinger.running(), "the pings ended before the restarts did");
+    let (sent, answered) = pinger.finish();
+    println!("across the tunnel: {answered}/{sent} answered during 4 agent restarts");
+    assert_eq!(sent, answered, "pings lost while the agents restarted");
+    assert_eq!(
+        (tunnel_index(&nodes.n1), tunnel_index(&nodes.n2)),
+        devices,
+        "a restarted agent made a new tunnel device instead of keeping its own"
+    );
+    assert_eq!(counted(&nodes.router, "pods"), 0);
+
+    // Cleanup (agent stopped) takes the device away.
+    nodes.a1.stop();
+    let dirs = tempfile_dirs();
+    let out = {
+        let _in = ThreadNetNs::enter(&nodes.n1.path());
+        Command::new(weft_tests::bin_path("weft-agent"))
+            .arg("--pin-dir")
+            .arg(&nodes.a1.pin_dir)
+            .arg("cleanup")
+            .arg("--state-dir")
+            .arg(&nodes.a1.state)
+            .arg("--socket")
+            .arg(&nodes.a1.socket)
+            .arg("--delete-queue-dir")
+            .arg(&nodes.a1.delete_queue)
+            .arg("--bin-dir")
+            .arg(&dirs)
+            .arg("--conf-dir")
+            .arg(&dirs)
+            .output()
+            .expect("weft-agent cleanup")
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("removed tunnel device: weft_vxlan"), "{text}");
+    let left = nodes
+        .n1
+        .command("ip")
+        .args(["link", "show", "weft_vxlan"])
+        .output();
+    assert!(
+        !left.expect("ip").status.success(),
+        "cleanup left the tunnel device"
+    );
+    let _ = std::fs::remove_dir_all(&dirs);
+}
+
+/// An empty directory for cleanup's CNI directories (nothing of weft's in them).
+fn tempfile_dirs() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(weft_tests::unique("weft-cni-dirs-"));
+    std::fs::create_dir_all(&dir).expect("create a directory");
+    dir
 }
