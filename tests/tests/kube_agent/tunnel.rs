@@ -94,7 +94,26 @@ fn wire(a: &NamedNetNs, a_dev: &str, a_ip: &str, b: &NamedNetNs, b_dev: &str, b_
     }
 }
 
+/// A v1.Node with InternalIP `ip` and pod CIDRs `cidrs` (dual-stack when two).
+fn add_node(cluster: &Cluster, name: &str, ip: &str, cidrs: &[&str]) {
+    cluster.emu.put(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"podCIDR": cidrs[0], "podCIDRs": cidrs},
+        "status": {"addresses": [
+            {"type": "InternalIP", "address": ip},
+            {"type": "Hostname", "address": name},
+        ]},
+    }));
+}
+
 fn routed_nodes(routing: &[&str]) -> Routed {
+    routed_nodes_with(routing, false)
+}
+
+/// [`routed_nodes`], with IPv6 pods too (`dual`: pod CIDRs fd00:1::/120 and fd00:2::/120; the
+/// underlay stays IPv4).
+fn routed_nodes_with(routing: &[&str], dual: bool) -> Routed {
     let n1 = node_ns();
     let n2 = node_ns();
     let router = node_ns();
@@ -135,13 +154,21 @@ fn routed_nodes(routing: &[&str]) -> Routed {
     run(router.command("nft").arg("-f").arg(&rules));
     let _ = std::fs::remove_file(&rules);
 
-    cluster.add_node_at("node-1", NODE1, "", Some("10.1.0.0/24"));
-    cluster.add_node_at("node-2", NODE2, "", Some("10.2.0.0/24"));
+    if dual {
+        add_node(&cluster, "node-1", NODE1, &["10.1.0.0/24", "fd00:1::/120"]);
+        add_node(&cluster, "node-2", NODE2, &["10.2.0.0/24", "fd00:2::/120"]);
+    } else {
+        cluster.add_node_at("node-1", NODE1, "", Some("10.1.0.0/24"));
+        cluster.add_node_at("node-2", NODE2, "", Some("10.2.0.0/24"));
+    }
     cluster.add_pod_labelled("web", "a", "node-1", &json!({"app": "web"}));
     cluster.add_pod_labelled("web", "b", "node-2", &json!({"app": "web"}));
     let flags = |dev: &'static str| {
         let mut flags = vec!["--ipam", "kubernetes", "--devices", dev];
         flags.extend_from_slice(routing);
+        if dual {
+            flags.extend_from_slice(&["--enable-ipv6", "true"]);
+        }
         flags
     };
     let mut a1 = cluster.agent("node-1", &flags("w1"));
@@ -389,4 +416,40 @@ fn tempfile_dirs() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(weft_tests::unique("weft-cni-dirs-"));
     std::fs::create_dir_all(&dir).expect("create a directory");
     dir
+}
+
+#[test]
+fn ipv6_pods_reach_each_other_over_the_ipv4_underlay() {
+    require_root();
+    let nodes = routed_nodes_with(&["--routing-mode", "tunnel"], true);
+    let pa = add(&nodes.a1, "web", "a");
+    let pb = add(&nodes.a2, "web", "b");
+    let v6 = |pod: &super::Pod| {
+        pod.ips
+            .iter()
+            .copied()
+            .find(std::net::IpAddr::is_ipv6)
+            .unwrap_or_else(|| panic!("no IPv6 address: {:?}", pod.ips))
+    };
+    let (a, b) = (v6(&pa), v6(&pb));
+    wait_for(
+        "IPv6 pods on the two nodes to reach each other",
+        Duration::from_secs(15),
+        || {
+            (ping(&pa, b) && ping(&pb, a))
+                .then_some(())
+                .ok_or_else(|| "no answer".to_owned())
+        },
+    );
+    tcp_name_server(&pb.netns.path(), SocketAddr::new(b, 8080), "b");
+    assert_eq!(
+        tcp_ask(&pa.netns, SocketAddr::new(b, 8080)),
+        Ok("b".to_owned())
+    );
+    assert_eq!(
+        counted(&nodes.router, "pods"),
+        0,
+        "pod-CIDR packets crossed the router"
+    );
+    assert!(counted(&nodes.router, "vxlan") > 0);
 }
