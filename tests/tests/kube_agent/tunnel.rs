@@ -453,3 +453,47 @@ fn ipv6_pods_reach_each_other_over_the_ipv4_underlay() {
     );
     assert!(counted(&nodes.router, "vxlan") > 0);
 }
+
+#[test]
+fn a_service_with_its_backend_on_the_other_node_answers_from_its_address() {
+    require_root();
+    let nodes = routed_nodes(&["--routing-mode", "tunnel"]);
+    let pa = add(&nodes.a1, "web", "a");
+    let pb = add(&nodes.a2, "web", "b");
+    let b = pb.ips[0];
+    wait_for(
+        "pods on the two nodes to reach each other",
+        Duration::from_secs(15),
+        || {
+            ping(&pa, b)
+                .then_some(())
+                .ok_or_else(|| "no answer".to_owned())
+        },
+    );
+    tcp_name_server(&pb.netns.path(), SocketAddr::new(b, 8080), "b");
+    // kube-proxy's part on node 1: the Service address 10.96.0.10:80 is DNATed to pod b. The
+    // reply comes back through the tunnel and must meet node 1's conntrack, or pod a sees it
+    // from b's address, not the Service's, and its connection never completes.
+    let rules = std::env::temp_dir().join(weft_tests::unique("weft-svc-nft-"));
+    std::fs::write(
+        &rules,
+        format!(
+            "table ip weft_svc {{
+                chain pre {{
+                    type nat hook prerouting priority dstnat; policy accept;
+                    ip daddr 10.96.0.10 tcp dport 80 dnat to {b}:8080
+                }}
+            }}"
+        ),
+    )
+    .expect("write the nft rules");
+    run(nodes.n1.command("nft").arg("-f").arg(&rules));
+    let _ = std::fs::remove_file(&rules);
+    let service: SocketAddr = "10.96.0.10:80".parse().expect("address");
+    assert_eq!(tcp_ask(&pa.netns, service), Ok("b".to_owned()));
+    assert_eq!(
+        counted(&nodes.router, "pods"),
+        0,
+        "pod-CIDR packets crossed the router"
+    );
+}
