@@ -32,7 +32,7 @@ struct Routed {
     // Fields drop in order: agents first, then the API server, then the namespaces.
     a1: Agent,
     a2: Agent,
-    _cluster: Cluster,
+    cluster: Cluster,
     remote_kubeconfig: std::path::PathBuf,
     n1: NamedNetNs,
     n2: NamedNetNs,
@@ -187,7 +187,7 @@ fn routed_nodes_with(routing: &[&str], dual: bool) -> Routed {
     Routed {
         a1,
         a2,
-        _cluster: cluster,
+        cluster,
         remote_kubeconfig,
         n1,
         n2,
@@ -495,5 +495,39 @@ fn a_service_with_its_backend_on_the_other_node_answers_from_its_address() {
         counted(&nodes.router, "pods"),
         0,
         "pod-CIDR packets crossed the router"
+    );
+}
+
+#[test]
+fn a_node_that_leaves_takes_its_tunnel_route_and_entries_with_it() {
+    require_root();
+    let mut nodes = routed_nodes(&["--routing-mode", "tunnel"]);
+    let route = |ns: &NamedNetNs| {
+        let out = run(ns.command("ip").args(["route", "show", "10.2.0.0/24"]));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait_for(
+        "node 1's route to node 2's pods",
+        Duration::from_secs(10),
+        || {
+            let text = route(&nodes.n1);
+            text.contains("dev weft_vxlan").then_some(()).ok_or(text)
+        },
+    );
+    // Node 2 goes: its agent first (it would create its CiliumNode again), then its objects.
+    nodes.a2.stop();
+    nodes.cluster.emu.remove("ciliumnodes", None, "node-2");
+    nodes.cluster.emu.remove("nodes", None, "node-2");
+    wait_for(
+        "node 1 to forget node 2's pods",
+        Duration::from_secs(10),
+        || {
+            let text = route(&nodes.n1);
+            let rows = super::two_nodes::bpf_list(&nodes.a1, "ipcache");
+            let known = rows.iter().any(|r| r["prefix"] == "10.2.0.0/24");
+            (text.is_empty() && !known)
+                .then_some(())
+                .ok_or_else(|| format!("route {text:?}, IPCache entry {known}"))
+        },
     );
 }
