@@ -54,8 +54,18 @@ pub mod reason {
     /// Native device: to a local pod, handed to the host stack so netfilter sees both
     /// directions of the flow (conntrack, kube-proxy's reverse NAT).
     pub const NETDEV_TO_POD: u32 = 16;
+    /// To a pod on another node: encapsulated (tunnel key set) and redirected to the tunnel
+    /// device.
+    pub const ENCAP: u32 = 17;
+    /// Tunnel device: decapsulated and delivered to a local pod with `bpf_redirect_peer`.
+    pub const OVERLAY_TO_POD: u32 = 18;
+    /// Tunnel device: decapsulated and handed to the host stack (the node's own address, or
+    /// a reply of a flow conntrack must see, such as a Service's).
+    pub const OVERLAY_PASS: u32 = 19;
+    /// Tunnel device: dropped, the packet carries no tunnel key or the host's identity.
+    pub const DROP_NO_TUNNEL_KEY: u32 = 20;
     /// Number of reasons in use (rows printed by `weft-agent bpf counters`).
-    pub const COUNT: u32 = 17;
+    pub const COUNT: u32 = 21;
 
     /// Stable, human-readable name of a reason (CLI output and metrics label).
     #[must_use]
@@ -78,6 +88,10 @@ pub mod reason {
             DROP_NAT_UNSUPPORTED => "drop_nat_unsupported",
             PASS_STACK_FLOW => "pass_stack_flow",
             NETDEV_TO_POD => "netdev_to_pod",
+            ENCAP => "encap",
+            OVERLAY_TO_POD => "overlay_to_pod",
+            OVERLAY_PASS => "overlay_pass",
+            DROP_NO_TUNNEL_KEY => "drop_no_tunnel_key",
             _ => "unknown",
         }
     }

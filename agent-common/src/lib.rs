@@ -45,6 +45,7 @@ pub mod maps;
 pub mod masq;
 pub mod nat;
 pub mod stack;
+pub mod tunnel;
 
 pub use counters::{Counter, reason};
 pub use endpoint::{EndpointInfo, EndpointKey, IfaceInfo};
@@ -52,6 +53,7 @@ pub use ipcache::{IpcacheInfo, IpcacheKey};
 pub use masq::{MasqInfo, MasqKey};
 pub use nat::{NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo};
 pub use stack::{StackInfo, StackKey};
+pub use tunnel::TunnelInfo;
 
 /// Ethernet address as it appears on the wire.
 pub type MacAddr = [u8; 6];

@@ -53,12 +53,19 @@ pub const STACK_FLOWS: &str = "weft_stack_v1";
 /// Capacity of the stack-flows map: pod sockets with a flow off the node or to a Service.
 pub const STACK_FLOWS_MAX: u32 = 65_536;
 
+/// Tunnel map (`ARRAY`, one `u32` slot 0 → [`crate::TunnelInfo`]): the node's tunnel device.
+pub const TUNNEL: &str = "weft_tun_v1";
+/// Capacity of the tunnel map: one slot.
+pub const TUNNEL_MAX: u32 = 1;
+
 /// tc program on the host-side veth, ingress (packets leaving the pod).
 pub const PROG_FROM_CONTAINER: &str = "from_container";
 /// tc program on a native device, egress: masquerades pod traffic leaving the node.
 pub const PROG_TO_NETDEV: &str = "to_netdev";
 /// tc program on a native device, ingress: reverses masquerading and delivers to pods.
 pub const PROG_FROM_NETDEV: &str = "from_netdev";
+/// tc program on the tunnel device, ingress: delivers decapsulated packets.
+pub const PROG_FROM_OVERLAY: &str = "from_overlay";
 /// Classifier that returns `TC_ACT_OK` and does nothing: the baseline in benchmarks.
 pub const PROG_NOOP: &str = "weft_noop";
 /// Benchmark only: `to_netdev` with the frame's head restored after each run.
@@ -81,7 +88,7 @@ pub const BENCH_SAVED: &str = "weft_bench_head";
 pub const RETIRED_MAPS: [&str; 1] = ["weft_ctrs_v1"];
 
 /// Every map the agent pins, in the order it adopts them.
-pub const PINNED_MAPS: [&str; 9] = [
+pub const PINNED_MAPS: [&str; 10] = [
     ENDPOINTS,
     IFACES,
     COUNTERS,
@@ -91,4 +98,5 @@ pub const PINNED_MAPS: [&str; 9] = [
     NAT6,
     NETDEVS,
     STACK_FLOWS,
+    TUNNEL,
 ];

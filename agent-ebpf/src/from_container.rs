@@ -6,9 +6,12 @@
 //! rewritten as a router would, then goes straight into the destination pod with
 //! `bpf_redirect_peer`, unless its flow must be seen by conntrack (`stack`: either socket has
 //! a flow through the stack, such as a Service flow kube-proxy translated, whose replies need
-//! the reverse NAT); everything else goes to the host stack, its socket recorded in `stack`.
+//! the reverse NAT); in tunnel routing, one to a pod of another node is encapsulated
+//! (`tunnel`); everything else goes to the host stack, its socket recorded in `stack`.
 
-use agent_common::{EndpointInfo, EndpointKey, StackKey, endpoint::ENDPOINT_F_HOST, reason};
+use agent_common::{
+    EndpointInfo, EndpointKey, IpcacheKey, StackKey, endpoint::ENDPOINT_F_HOST, reason,
+};
 use aya_ebpf::{
     bindings::{TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT},
     helpers::bpf_redirect_peer,
@@ -23,6 +26,7 @@ use crate::{
         Truncated, ipv4_decrement_ttl, ptr_at,
     },
     stack::{self, Flow},
+    tunnel,
 };
 
 /// What happened to a packet: the counter reason and the tc verdict.
@@ -89,10 +93,10 @@ pub fn ingress_ifindex(ctx: &TcContext) -> u32 {
     unsafe { (*ctx.skb.skb).ifindex }
 }
 
-/// Is `key` an endpoint reached through `ifindex`? (Anti-spoofing check on the source.)
+/// The endpoint `key` if it is reached through `ifindex` (anti-spoofing check on the source).
 #[inline(always)]
-fn source_ok(key: &EndpointKey, ifindex: u32) -> bool {
-    matches!(endpoint(key), Some(ep) if ep.ifindex == ifindex)
+fn source(key: &EndpointKey, ifindex: u32) -> Option<EndpointInfo> {
+    endpoint(key).filter(|ep| ep.ifindex == ifindex)
 }
 
 #[inline(always)]
@@ -108,13 +112,16 @@ fn ipv4(ctx: &TcContext) -> Result<Outcome, Outcome> {
         // DHCP and friends: the host decides.
         return Ok(Outcome::PASS);
     }
-    if !source_ok(&EndpointKey::v4(src), ingress_ifindex(ctx)) {
+    let Some(source) = source(&EndpointKey::v4(src), ingress_ifindex(ctx)) else {
         return Err(Outcome::INVALID_SOURCE);
-    }
+    };
     let l4_off = ETH_LEN + usize::from(ver_ihl & 0x0f) * 4;
     let fragment = u16::from_be_bytes(frag) & 0x3fff != 0;
     let flow = stack::flow(ctx, l4_off, proto, fragment);
     let Some(ep) = local_destination(&EndpointKey::v4(dst)) else {
+        if let Some(out) = tunnel::to_remote(ctx, IpcacheKey::v4(dst), 32, source.sec_identity) {
+            return Ok(out);
+        }
         if let Flow::Ports(sport, dport) = flow {
             stack::remember(
                 &StackKey::v4(src, sport, proto),
@@ -166,9 +173,9 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
     if src == [0; 16] || (src[0] == 0xfe && src[1] & 0xc0 == 0x80) {
         return Ok(Outcome::PASS);
     }
-    if !source_ok(&EndpointKey::v6(src), ingress_ifindex(ctx)) {
+    let Some(source) = source(&EndpointKey::v6(src), ingress_ifindex(ctx)) else {
         return Err(Outcome::INVALID_SOURCE);
-    }
+    };
     // Extension headers are not stepped over: a packet with one (rare between pods) hides its
     // ports, so it takes the stack like a fragment.
     let flow = stack::flow(
@@ -178,6 +185,9 @@ fn ipv6(ctx: &TcContext) -> Result<Outcome, Outcome> {
         IPV6_EXT_HEADERS.contains(&next),
     );
     let Some(ep) = local_destination(&EndpointKey::v6(dst)) else {
+        if let Some(out) = tunnel::to_remote(ctx, IpcacheKey::v6(dst), 128, source.sec_identity) {
+            return Ok(out);
+        }
         if let Flow::Ports(sport, dport) = flow {
             stack::remember(&StackKey::v6(src, sport, next), dst, dport);
         }
@@ -206,13 +216,13 @@ const IPV6_EXT_HEADERS: [u8; 4] = [0, 43, 44, 60];
 
 /// The endpoint `key` if it is a pod on this node (not a host entry).
 #[inline(always)]
-fn local_destination(key: &EndpointKey) -> Option<EndpointInfo> {
+pub fn local_destination(key: &EndpointKey) -> Option<EndpointInfo> {
     endpoint(key).filter(|ep| ep.flags & ENDPOINT_F_HOST == 0 && ep.ifindex != 0)
 }
 
 /// Rewrite L2 as the router facing `ep` would send it, then switch into the pod's netns.
 #[inline(always)]
-fn deliver(ctx: &TcContext, ep: &EndpointInfo) -> Result<Outcome, Outcome> {
+pub fn deliver(ctx: &TcContext, ep: &EndpointInfo) -> Result<Outcome, Outcome> {
     let eth = ptr_at::<EthHdr>(ctx, 0)?;
     // SAFETY: bounds checked by `ptr_at`.
     unsafe {

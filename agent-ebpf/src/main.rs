@@ -3,7 +3,8 @@
 //! access and checksum arithmetic, `from_container` is the pod-egress hook, `neigh` answers a
 //! pod's ARP and neighbour solicitations for its gateway, `netdev` holds the native-device
 //! hooks (`netdev6` their IPv6 half), `stack` which flows between local pods must take the
-//! host stack, `masq` the masquerade decision, `nat` / `nat6` the
+//! host stack, `tunnel` the encapsulation towards other nodes and the tunnel device's ingress,
+//! `masq` the masquerade decision, `nat` / `nat6` the
 //! mappings and rewrites, `icmp` / `icmp6` the reverse NAT of ICMP and ICMPv6 errors; `bench`
 //! wraps programs for the benchmarks.
 //!
@@ -38,6 +39,8 @@ mod netdev6;
 mod packet;
 #[cfg(target_arch = "bpf")]
 mod stack;
+#[cfg(target_arch = "bpf")]
+mod tunnel;
 
 #[cfg(target_arch = "bpf")]
 use aya_ebpf::{bindings::TC_ACT_OK, macros::classifier, programs::TcContext};
@@ -64,6 +67,13 @@ pub fn to_netdev(ctx: TcContext) -> i32 {
 #[classifier]
 pub fn from_netdev(ctx: TcContext) -> i32 {
     netdev::run_ingress(&ctx)
+}
+
+#[cfg(target_arch = "bpf")]
+/// tc ingress of the tunnel device: delivers what other nodes encapsulated.
+#[classifier]
+pub fn from_overlay(ctx: TcContext) -> i32 {
+    tunnel::run_from_overlay(&ctx)
 }
 
 #[cfg(target_arch = "bpf")]

@@ -3,10 +3,11 @@
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, maps, reason,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, TunnelInfo, maps,
+    reason,
 };
 use aya_ebpf::{
-    btf_maps::{HashMap, LpmTrie, LruHashMap, PerCpuArray},
+    btf_maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray},
     macros::btf_map,
     programs::TcContext,
 };
@@ -50,6 +51,10 @@ pub static NETDEVS: HashMap<u32, NetdevInfo, { maps::NETDEVS_MAX as usize }> = H
 #[btf_map(name = "weft_stack_v1")]
 pub static STACK_FLOWS: LruHashMap<StackKey, StackInfo, { maps::STACK_FLOWS_MAX as usize }> =
     LruHashMap::new();
+
+/// The node's tunnel device (see `agent_common::tunnel`).
+#[btf_map(name = "weft_tun_v1")]
+pub static TUNNEL: Array<TunnelInfo, { maps::TUNNEL_MAX as usize }> = Array::new();
 
 /// Count one packet of `ctx` under `why`, then return `verdict` unchanged.
 #[inline(always)]

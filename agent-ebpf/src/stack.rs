@@ -86,6 +86,12 @@ pub fn remember(src: &StackKey, peer: [u8; 16], peer_port: u16) {
     let _ = STACK_FLOWS.insert(src, &info, u64::from(BPF_NOEXIST));
 }
 
+/// Has socket `key` a flow through the stack?
+#[inline(always)]
+pub fn recorded(key: &StackKey) -> bool {
+    STACK_FLOWS.get_ptr(key).is_some()
+}
+
 /// Must a packet between two local pods take the stack? `key(source, port)` makes the key of
 /// the packet's source end (`true`) or destination end (`false`) with that port.
 #[inline(always)]

@@ -1,6 +1,6 @@
 //! `weft-agent cleanup`: uninstall from one node everything `weft-agent run` and
 //! `weft-agent cni install` put there. First the CNI configuration and plugin (so the runtime
-//! stops calling weft), then the datapath ([`teardown`]: veths; the cloud modes' rules, tables
+//! stops calling weft), then the datapath ([`teardown`]: veths; the tunnel device; the cloud modes' rules, tables
 //! and ENI addresses; tc filters, pins), then the
 //! agent's files: the socket, the DEL queue, the endpoint records, the router addresses, the
 //! IPAM mode, and the state directory when nothing else is in it.
@@ -192,6 +192,11 @@ pub async fn cleanup(options: &Options) -> Result<Report, CleanupError> {
         .await
         .map_err(datapath("veths"));
     report.push("weft's veths".to_owned(), removed, result);
+    let mut removed = Vec::new();
+    let result = teardown::remove_tunnel(&mut removed)
+        .await
+        .map_err(datapath("tunnel device"));
+    report.push("weft's tunnel device".to_owned(), removed, result);
     let mut removed = Vec::new();
     let result = cloud::remove_all(&options.state_dir, &mut removed)
         .await

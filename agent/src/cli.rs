@@ -236,7 +236,7 @@ pub struct RunArgs {
     /// Where `weft-cni` queues DELs while the agent is down.
     #[arg(long, default_value = crate::cni::proto::DEFAULT_DELETE_QUEUE)]
     pub delete_queue_dir: PathBuf,
-    /// Run although cilium-config asks for features weft does not have (`routing-mode: tunnel`,
+    /// Run although cilium-config asks for features weft does not have (`enable-wireguard`,
     /// `enable-policy`, …): each is logged as a warning instead of stopping the agent.
     #[arg(long, env = "WEFT_ALLOW_UNSUPPORTED_FEATURES")]
     pub allow_unsupported_features: bool,

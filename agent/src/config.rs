@@ -10,6 +10,7 @@ pub mod file;
 pub mod guard;
 pub mod keys;
 pub mod reference;
+pub mod routing;
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
@@ -77,6 +78,10 @@ pub struct AgentConfig {
     /// `auto-direct-node-routes` (default false): route other nodes' pod CIDRs via their
     /// addresses.
     pub auto_direct_node_routes: bool,
+    /// `routing-mode` (default native; Cilium's default, an empty value, is tunnel).
+    pub routing_mode: routing::RoutingMode,
+    /// `tunnel-protocol` and `tunnel-port` (read in tunnel mode).
+    pub tunnel: routing::TunnelConfig,
     /// `cluster-name` (default `default`): part of every pod's security labels.
     pub cluster_name: String,
     /// `bypass-ip-availability-upon-restore` (default false): restore a recorded IPv4
@@ -159,6 +164,8 @@ impl Default for AgentConfig {
             ipv6_native_routing_cidr: None,
             node_seed: NodeSeedConfig::default(),
             auto_direct_node_routes: false,
+            routing_mode: routing::RoutingMode::Native,
+            tunnel: routing::TunnelConfig::default(),
             cluster_name: crate::identity::DEFAULT_CLUSTER.to_owned(),
             bypass_ip_availability_upon_restore: false,
             cluster_pool: ClusterPoolConfig::default(),
@@ -225,6 +232,7 @@ impl AgentConfig {
     fn checked(self) -> Result<Self, ConfigError> {
         use reference::{
             ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, ONLY_MASQUERADE_DEFAULT_POOL,
+            TUNNEL_PROTOCOL,
         };
         let config = self;
         if config.only_masquerade_default_pool && !config.enable_bpf_masquerade {
@@ -244,6 +252,15 @@ impl AgentConfig {
                 key: v4.to_owned(),
                 value: "false".into(),
                 expected: format!("at least one of {v4} and {v6} to be true"),
+            });
+        }
+        if config.routing_mode == routing::RoutingMode::Tunnel
+            && config.tunnel.protocol == routing::TunnelProtocol::Geneve
+        {
+            return Err(ConfigError {
+                key: TUNNEL_PROTOCOL.name().to_owned(),
+                value: routing::TunnelProtocol::Geneve.as_str().to_owned(),
+                expected: routing::GENEVE_REFUSED.to_owned(),
             });
         }
         Ok(config)

@@ -34,6 +34,7 @@ mod rewire;
 mod router;
 mod sanity;
 mod startup;
+mod tunnel;
 
 use std::{
     collections::BTreeMap,
@@ -184,6 +185,13 @@ pub enum DaemonError {
         #[source]
         source: crate::datapath::netlink::NetlinkError,
     },
+    /// The tunnel device could not be made or deleted.
+    #[error("tunnel device")]
+    Tunnel {
+        /// The netlink error.
+        #[source]
+        source: crate::datapath::netlink::NetlinkError,
+    },
     /// A native device's addresses (or the default route) could not be read.
     #[error("reading native device {device}")]
     Device {
@@ -247,6 +255,8 @@ pub struct Daemon {
     pub(crate) devices: cloud::devices::Devices,
     /// Every metric; operations count into it, scrapes refresh it ([`Refresh`]).
     pub(crate) metrics: Arc<Metrics>,
+    /// The tunnel in force (`routing-mode: tunnel`).
+    pub(crate) tunnel: Option<tunnel::Tunnel>,
     /// How the datapath attaches (read once, so status and scrapes need no lock).
     pub(crate) attach_mode: AttachMode,
     /// When start-up began.
@@ -454,13 +464,15 @@ impl Daemon {
             netdev::host_ips(&state, snapshot.own_node())
                 .into_iter()
                 .collect();
-        remote::sync(
-            &mut state,
-            &snapshot,
-            &own_ips,
-            self.config.auto_direct_node_routes,
-        )
-        .await;
+        let routing = match self.tunnel {
+            Some(tunnel) => remote::Routing::Tunnel {
+                oif: tunnel.device.index,
+                mtu: tunnel.pod_mtu(),
+            },
+            None if self.config.auto_direct_node_routes => remote::Routing::Direct,
+            None => remote::Routing::None,
+        };
+        remote::sync(&mut state, &snapshot, &own_ips, routing).await;
         if self.config.ipam == crate::ipam::mode::IpamMode::Eni {
             self.devices.observe(state.ipam.cloud());
         }

@@ -19,6 +19,7 @@ pub mod rp_filter;
 pub mod stack;
 pub mod stats;
 pub mod teardown;
+mod tunnel;
 
 use std::{io, net::IpAddr, path::PathBuf};
 

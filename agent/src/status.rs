@@ -22,6 +22,9 @@ pub struct AgentStatus {
     pub ipam: IpamStatus,
     /// Programs, attachments and maps.
     pub datapath: DatapathStatus,
+    /// How pods on other nodes are reached.
+    #[serde(default)]
+    pub routing: RoutingStatus,
     /// Where the cluster's objects come from and how writing back goes.
     pub store: StoreStatus,
     /// Pod attachments the agent holds (endpoint records).
@@ -102,6 +105,45 @@ pub struct DatapathStatus {
     pub programs: Vec<ProgramStatus>,
     /// Pinned maps.
     pub maps: Vec<MapStatus>,
+}
+
+/// How pods on other nodes are reached (`routing-mode`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingStatus {
+    /// `native` or `tunnel`.
+    pub mode: String,
+    /// The tunnel, in tunnel routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelStatus>,
+}
+
+/// The tunnel in force.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelStatus {
+    /// The device (`weft_vxlan`).
+    pub device: String,
+    /// Its UDP port.
+    pub port: u16,
+    /// `ipv4` or `ipv6`: the outer headers' family.
+    pub underlay: String,
+    /// The underlay's MTU (the device's).
+    pub underlay_mtu: u32,
+    /// The pods' MTU: the underlay's minus the encapsulation.
+    pub pod_mtu: u32,
+}
+
+impl RoutingStatus {
+    /// The `Routing` line: `tunnel (weft_vxlan, UDP 8472, ipv4 underlay mtu 1500), pod MTU
+    /// 1450`, or the mode alone.
+    fn line(&self) -> String {
+        match &self.tunnel {
+            Some(t) => format!(
+                "{} ({}, UDP {}, {} underlay mtu {}), pod MTU {}",
+                self.mode, t.device, t.port, t.underlay, t.underlay_mtu, t.pod_mtu
+            ),
+            None => self.mode.clone(),
+        }
+    }
 }
 
 /// A program and its interfaces.
@@ -212,6 +254,7 @@ impl AgentStatus {
             line("Operator error", error);
         }
         line("Endpoints", &self.endpoints.to_string());
+        line("Routing", &self.routing.line());
         line(
             "Datapath",
             &format!(
@@ -341,11 +384,44 @@ mod tests {
                 failures: 0,
                 last_write_seconds_ago: Some(5),
             },
+            routing: RoutingStatus {
+                mode: "native".into(),
+                tunnel: None,
+            },
             endpoints: 6,
             problems: Vec::new(),
             interfaces: Vec::new(),
             pod_rules: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_tunnel_and_the_pods_mtu_are_shown() {
+        let mut status = sample();
+        assert!(status.render().contains("Routing:             native\n"));
+        status.routing = RoutingStatus {
+            mode: "tunnel".into(),
+            tunnel: Some(TunnelStatus {
+                device: "weft_vxlan".into(),
+                port: 8472,
+                underlay: "ipv4".into(),
+                underlay_mtu: 1500,
+                pod_mtu: 1450,
+            }),
+        };
+        let text = status.render();
+        assert!(
+            text.contains(
+                "Routing:             tunnel (weft_vxlan, UDP 8472, ipv4 underlay mtu 1500), pod \
+                 MTU 1450\n"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_string(&status).expect("json");
+        assert_eq!(
+            serde_json::from_str::<AgentStatus>(&json).expect("parses"),
+            status
+        );
     }
 
     #[test]

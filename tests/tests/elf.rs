@@ -4,12 +4,13 @@
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, maps,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, TunnelInfo, maps,
 };
 use aya_obj::{
     Object,
     generated::bpf_map_type::{
-        BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LPM_TRIE, BPF_MAP_TYPE_LRU_HASH, BPF_MAP_TYPE_PERCPU_ARRAY,
+        BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_LPM_TRIE, BPF_MAP_TYPE_LRU_HASH,
+        BPF_MAP_TYPE_PERCPU_ARRAY,
     },
     maps::Map,
 };
@@ -88,6 +89,13 @@ fn maps_exist_with_the_abi_sizes() {
             size_of::<StackInfo>(),
             maps::STACK_FLOWS_MAX,
         ),
+        (
+            maps::TUNNEL,
+            BPF_MAP_TYPE_ARRAY,
+            size_of::<u32>(),
+            size_of::<TunnelInfo>(),
+            maps::TUNNEL_MAX,
+        ),
     ];
     assert_eq!(
         expect.len(),
@@ -122,6 +130,7 @@ fn programs_exist() {
         maps::PROG_FROM_CONTAINER,
         maps::PROG_TO_NETDEV,
         maps::PROG_FROM_NETDEV,
+        maps::PROG_FROM_OVERLAY,
         maps::PROG_NOOP,
         maps::PROG_BENCH_TO_NETDEV,
         maps::PROG_BENCH_FROM_NETDEV,

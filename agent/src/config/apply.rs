@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 
 use ipnet::IpNet;
 
-use super::{ConfigError, parse_bool, parse_duration};
+use super::{
+    ConfigError, parse_bool, parse_duration,
+    routing::{RoutingMode, TunnelProtocol},
+};
 use crate::ipam::mode::IpamMode;
 
 /// A key with the value one layer gave it (trimmed).
@@ -84,6 +87,35 @@ impl Given<'_> {
             return Err(self.bad(delegated_refused()));
         }
         Ok(mode)
+    }
+
+    /// `native` or `tunnel`; empty is Cilium's default, `tunnel`. (`hybrid` is refused: weft
+    /// has no per-node choice between the two.)
+    pub fn routing_mode(&self) -> Result<RoutingMode, ConfigError> {
+        match self.value.to_ascii_lowercase().as_str() {
+            "native" => Ok(RoutingMode::Native),
+            "tunnel" | "" => Ok(RoutingMode::Tunnel),
+            _ => Err(self.bad("native or tunnel")),
+        }
+    }
+
+    /// `vxlan` or `geneve` (empty: vxlan, Cilium's default).
+    pub fn tunnel_protocol(&self) -> Result<TunnelProtocol, ConfigError> {
+        match self.value.to_ascii_lowercase().as_str() {
+            "vxlan" | "" => Ok(TunnelProtocol::Vxlan),
+            "geneve" => Ok(TunnelProtocol::Geneve),
+            _ => Err(self.bad("vxlan or geneve")),
+        }
+    }
+
+    /// A UDP port (empty or 0: the protocol's default).
+    pub fn port(&self) -> Result<u16, ConfigError> {
+        if self.value.is_empty() {
+            return Ok(0);
+        }
+        self.value
+            .parse()
+            .map_err(|_| self.bad("a UDP port from 1 to 65535 (0: the protocol's default)"))
     }
 
     /// A list of CIDRs separated by spaces or commas, as Cilium's ConfigMap writes a string

@@ -73,9 +73,10 @@ impl Area {
     pub fn summary(self) -> &'static str {
         match self {
             Self::Routing => {
-                "weft routes natively: the node's routing table carries pod traffic, with a route \
-                 per remote node's pod CIDR (`auto-direct-node-routes`) or routes your network \
-                 provides. There is no tunnel mode yet."
+                "weft routes natively (`routing-mode: native`: the node's routing table carries \
+                 pod traffic, with a route per remote node's pod CIDR (`auto-direct-node-routes`) \
+                 or routes your network provides) or through a VXLAN tunnel between the nodes' \
+                 addresses (`routing-mode: tunnel`, Cilium's default). Geneve is not supported."
             }
             Self::Services => {
                 "kube-proxy (iptables or nftables mode) serves Services; weft makes sure their \

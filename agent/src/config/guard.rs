@@ -122,8 +122,7 @@ pub fn feature(key: &str) -> Option<&'static Feature> {
 
 /// Is `value` one of `accepted`? Booleans compare as booleans (`"False"`, `"0"`), the rest
 /// without case. An empty value passes only where `accepted` lists `""`: elsewhere it means
-/// Cilium's default, which is what weft refuses (`routing-mode` tunnels, `enable-policy`
-/// enforces).
+/// Cilium's default, which is what weft refuses (`enable-policy` enforces).
 #[must_use]
 pub fn accepted(value: &str, accepted: &[&str]) -> bool {
     let value = value.trim();
@@ -134,8 +133,8 @@ pub fn accepted(value: &str, accepted: &[&str]) -> bool {
 }
 
 /// The verdicts on the keys of `(source, layer)`s, later layers winning as when the
-/// configuration is resolved (a CiliumNodeConfig's `routing-mode: native` overrides the file's
-/// `tunnel`); each verdict names the layer its value came from.
+/// configuration is resolved (a CiliumNodeConfig's `enable-wireguard: "false"` overrides the
+/// file's `"true"`); each verdict names the layer its value came from.
 #[must_use]
 pub fn review<'a>(
     layers: impl IntoIterator<Item = (&'static str, &'a BTreeMap<String, String>)>,

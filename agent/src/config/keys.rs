@@ -94,7 +94,7 @@ mod tests {
         for key in [
             "tunnel",
             "cluster-id",
-            "routing-mode",
+            "enable-policy",
             "kube-proxy-replacement",
         ] {
             assert!(!known(key), "{key}");

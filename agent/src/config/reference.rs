@@ -167,7 +167,7 @@ mod seed;
 pub use self::{
     node::{
         ENABLE_BPF_MASQUERADE, ENABLE_IPV4, ENABLE_IPV6, IPAM, ONLY_MASQUERADE_DEFAULT_POOL,
-        PROMETHEUS_SERVE_ADDR,
+        PROMETHEUS_SERVE_ADDR, ROUTING_MODE, TUNNEL_PROTOCOL,
     },
     seed::{
         CLUSTER_POOL_IPV4_CIDR, CLUSTER_POOL_IPV4_MASK_SIZE, CLUSTER_POOL_IPV6_CIDR,
@@ -176,7 +176,7 @@ pub use self::{
 };
 
 /// Every key the agent reads, in the documentation's order.
-pub const REFERENCE: [Key; 46] = [
+pub const REFERENCE: [Key; 49] = [
     IPAM,
     node::IPAM_DEFAULT_IP_POOL,
     node::IPAM_MULTI_POOL_PRE_ALLOCATION,
@@ -201,6 +201,9 @@ pub const REFERENCE: [Key; 46] = [
     seed::AZURE_INTERFACE_NAME,
     seed::READ_CNI_CONF,
     node::AUTO_DIRECT_NODE_ROUTES,
+    ROUTING_MODE,
+    TUNNEL_PROTOCOL,
+    node::TUNNEL_PORT,
     node::CLUSTER_NAME,
     seed::AGENT_NOT_READY_TAINT_KEY,
     node::REMOVE_CILIUM_NODE_TAINTS,

@@ -262,7 +262,7 @@ impl Daemon {
             identity: identity::INIT,
             pool_id: reserved.pool_id,
             flags: no_snat_flags(allocated.iter().map(|a| (a.ip, a.skip_masquerade))),
-            mtu: pod.mtu,
+            mtu: self.pod_mtu(pod.mtu),
         };
         let mut record = EndpointRecord {
             container_id: pod.container_id.clone(),

@@ -255,6 +255,7 @@ impl Daemon {
             uptime_seconds: self.started.elapsed().as_secs(),
             ipam: ipam_status(&self.config.ipam.to_string(), &view, operator_error),
             datapath: datapath_status(self, &stats),
+            routing: self.routing_status(),
             store: self.store_status(view.snapshot.synced),
             endpoints: records.len(),
             interfaces,
@@ -315,6 +316,7 @@ fn datapath_status(daemon: &Daemon, stats: &DatapathStats) -> DatapathStatus {
         agent_common::maps::PROG_FROM_CONTAINER,
         agent_common::maps::PROG_TO_NETDEV,
         agent_common::maps::PROG_FROM_NETDEV,
+        agent_common::maps::PROG_FROM_OVERLAY,
     ]
     .into_iter()
     .map(|program| ProgramStatus {

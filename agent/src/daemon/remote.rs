@@ -1,8 +1,11 @@
 //! What the node knows about the rest of the cluster, kept in the datapath incrementally: other
 //! nodes' addresses at `remote-node` identity, their pod CIDRs at `init`, and their pods (from
 //! their CiliumEndpoints) at their identity with the node as tunnel endpoint, in the IPCache;
-//! and, with `auto-direct-node-routes`, kernel routes to other nodes' pod CIDRs via their
-//! addresses.
+//! and kernel routes to other nodes' pod CIDRs: via their addresses with
+//! `auto-direct-node-routes`, through the tunnel device in tunnel routing (the host's own
+//! traffic and what the stack forwards, such as Service flows kube-proxy translated, there
+//! being no eBPF program on that path). In tunnel routing every tunnel endpoint is the node's
+//! address of the underlay's family, whatever the family of the prefix.
 //!
 //! Each sync diffs the snapshot's CiliumNodes and CiliumEndpoints against the ones applied
 //! last ([`imbl::OrdMap::diff`] skips what the two share), so its cost follows what changed,
@@ -25,7 +28,7 @@ use crate::{
     datapath::{
         Datapath, DatapathError,
         ipcache::{IpcacheEntry, host_prefix},
-        netlink,
+        netlink::{self, tunnel::TunnelRoute},
     },
     store::{EndpointSummary, Snapshot},
 };
@@ -55,11 +58,18 @@ fn pod_cidrs(node: &CiliumNode) -> Vec<IpNet> {
     out
 }
 
+/// The address of `node` to tunnel to for a prefix of the family of `prefix`: of the
+/// underlay's family in tunnel routing (`underlay_v6`), else of the prefix's own.
+fn endpoint_for(ips: &[IpAddr], prefix: IpAddr, underlay_v6: Option<bool>) -> Option<IpAddr> {
+    let v4 = underlay_v6.map_or(prefix.is_ipv4(), |v6| !v6);
+    ips.iter().find(|ip| ip.is_ipv4() == v4).copied()
+}
+
 /// The IPCache entries another node asks for: its addresses at `remote-node`, and its pod
 /// CIDRs at `init` with the node as tunnel endpoint (cluster addresses before any of its pods
 /// is published, so traffic to them is never taken for the world and masqueraded; a pod's own
 /// /32 overrides it).
-fn node_entries(node: &CiliumNode) -> Vec<(IpNet, IpcacheEntry)> {
+fn node_entries(node: &CiliumNode, underlay_v6: Option<bool>) -> Vec<(IpNet, IpcacheEntry)> {
     let ips = node_ips(node);
     let mut out: Vec<(IpNet, IpcacheEntry)> = ips
         .iter()
@@ -71,10 +81,7 @@ fn node_entries(node: &CiliumNode) -> Vec<(IpNet, IpcacheEntry)> {
         })
         .collect();
     for cidr in pod_cidrs(node) {
-        let via = ips
-            .iter()
-            .find(|ip| ip.is_ipv4() == cidr.addr().is_ipv4())
-            .copied();
+        let via = endpoint_for(&ips, cidr.addr(), underlay_v6);
         out.push((
             cidr,
             IpcacheEntry {
@@ -138,7 +145,57 @@ pub(crate) struct Remote {
     /// Prefixes whose last write failed, retried on every sync.
     failed: BTreeSet<IpNet>,
     /// Routes to other nodes' pod CIDRs, as installed.
-    routes: BTreeMap<IpNet, IpAddr>,
+    routes: BTreeMap<IpNet, NodeRoute>,
+    /// In tunnel routing, whether the underlay is IPv6 (`None`: native routing).
+    underlay_v6: Option<bool>,
+}
+
+/// How the kernel reaches other nodes' pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Routing {
+    /// No routes of weft's (the network routes pod CIDRs).
+    None,
+    /// `auto-direct-node-routes`: via the node's address.
+    Direct,
+    /// Tunnel routing: through the tunnel device `oif`, at the pods' MTU `mtu`.
+    Tunnel {
+        /// The tunnel device's ifindex.
+        oif: u32,
+        /// The pods' MTU.
+        mtu: u32,
+    },
+}
+
+/// One route to a node's pod CIDR, as installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeRoute {
+    /// `<cidr> via <node>`.
+    Via(IpAddr),
+    /// `<cidr> encap … dev <tunnel>`.
+    Tunnel(TunnelRoute),
+}
+
+impl NodeRoute {
+    async fn replace(&self, cidr: IpNet) -> Result<(), netlink::NetlinkError> {
+        match self {
+            Self::Via(via) => netlink::replace_node_route(cidr, *via).await,
+            Self::Tunnel(route) => netlink::tunnel::replace_route(route).await,
+        }
+    }
+
+    async fn delete(&self, cidr: IpNet) -> Result<bool, netlink::NetlinkError> {
+        match self {
+            Self::Via(via) => netlink::delete_node_route(cidr, *via).await,
+            Self::Tunnel(route) => netlink::tunnel::delete_route(route).await,
+        }
+    }
+
+    fn via(&self) -> IpAddr {
+        match self {
+            Self::Via(via) => *via,
+            Self::Tunnel(route) => route.endpoint,
+        }
+    }
 }
 
 impl Remote {
@@ -167,6 +224,15 @@ impl Remote {
             inherited,
             ..Self::default()
         })
+    }
+
+    /// Tunnel routing over an IPv6 (`Some(true)`) or IPv4 underlay, or native (`None`): which
+    /// of a node's addresses its entries tunnel to. Set before the first sync.
+    pub(crate) fn with_underlay(self, underlay_v6: Option<bool>) -> Self {
+        Self {
+            underlay_v6,
+            ..self
+        }
     }
 
     /// Take in `snapshot`: what changed since the last call, as the entry each touched prefix
@@ -248,10 +314,11 @@ impl Remote {
         if name == own_name {
             return;
         }
-        for (prefix, entry) in old.map(node_entries).unwrap_or_default() {
+        let underlay = self.underlay_v6;
+        for (prefix, entry) in old.map(|n| node_entries(n, underlay)).unwrap_or_default() {
             self.release(prefix, entry, before);
         }
-        for (prefix, entry) in new.map(node_entries).unwrap_or_default() {
+        for (prefix, entry) in new.map(|n| node_entries(n, underlay)).unwrap_or_default() {
             self.claim(prefix, entry, before);
         }
     }
@@ -322,17 +389,40 @@ impl Remote {
     }
 }
 
-/// Routes to other nodes' pod CIDRs via the node's first address of the same family.
-fn desired_routes(snapshot: &Snapshot) -> BTreeMap<IpNet, IpAddr> {
+/// Routes to other nodes' pod CIDRs: via the node's first address of the same family
+/// (direct), or through the tunnel to its first address of the underlay's family.
+fn desired_routes(
+    snapshot: &Snapshot,
+    routing: Routing,
+    underlay_v6: Option<bool>,
+) -> BTreeMap<IpNet, NodeRoute> {
     let mut out = BTreeMap::new();
+    if routing == Routing::None {
+        return out;
+    }
     for (name, node) in &snapshot.nodes {
         if *name == snapshot.node_name {
             continue;
         }
         let ips = node_ips(node);
         for cidr in pod_cidrs(node) {
-            if let Some(via) = ips.iter().find(|ip| ip.is_ipv4() == cidr.addr().is_ipv4()) {
-                out.insert(cidr, *via);
+            let route = match routing {
+                Routing::None => None,
+                Routing::Direct => endpoint_for(&ips, cidr.addr(), None).map(NodeRoute::Via),
+                Routing::Tunnel { oif, mtu } => {
+                    endpoint_for(&ips, cidr.addr(), underlay_v6).map(|endpoint| {
+                        NodeRoute::Tunnel(TunnelRoute {
+                            dst: cidr,
+                            endpoint,
+                            id: identity::REMOTE_NODE,
+                            oif,
+                            mtu,
+                        })
+                    })
+                }
+            };
+            if let Some(route) = route {
+                out.insert(cidr, route);
             }
         }
     }
@@ -345,7 +435,7 @@ pub(super) async fn sync(
     state: &mut State,
     snapshot: &Snapshot,
     own_ips: &BTreeSet<IpAddr>,
-    routes: bool,
+    routing: Routing,
 ) {
     let writes = state.remote.apply(snapshot, own_ips);
     let mut failures = 0_usize;
@@ -371,23 +461,20 @@ pub(super) async fn sync(
             "remote IPCache entries not written (first one above)"
         );
     }
-    sync_routes(state, snapshot, routes).await;
+    sync_routes(state, snapshot, routing).await;
 }
 
-async fn sync_routes(state: &mut State, snapshot: &Snapshot, routes: bool) {
-    let desired = if routes {
-        desired_routes(snapshot)
-    } else {
-        BTreeMap::new()
-    };
+async fn sync_routes(state: &mut State, snapshot: &Snapshot, routing: Routing) {
+    let desired = desired_routes(snapshot, routing, state.remote.underlay_v6);
     let installed = &mut state.remote.routes;
-    let outdated: Vec<(IpNet, IpAddr)> = installed
+    let outdated: Vec<(IpNet, NodeRoute)> = installed
         .iter()
-        .filter(|(cidr, via)| desired.get(cidr) != Some(via))
-        .map(|(c, v)| (*c, *v))
+        .filter(|(cidr, route)| desired.get(cidr) != Some(route))
+        .map(|(c, r)| (*c, *r))
         .collect();
-    for (cidr, via) in outdated {
-        match netlink::delete_node_route(cidr, via).await {
+    for (cidr, route) in outdated {
+        let via = route.via();
+        match route.delete(cidr).await {
             Ok(_) => {
                 info!(%cidr, %via, "removed route to a node's pods");
                 installed.remove(&cidr);
@@ -395,14 +482,15 @@ async fn sync_routes(state: &mut State, snapshot: &Snapshot, routes: bool) {
             Err(error) => warn!(error = %chain(&error), "removing a node route"),
         }
     }
-    for (cidr, via) in desired {
-        if installed.get(&cidr) == Some(&via) {
+    for (cidr, route) in desired {
+        if installed.get(&cidr) == Some(&route) {
             continue;
         }
-        match netlink::replace_node_route(cidr, via).await {
+        let via = route.via();
+        match route.replace(cidr).await {
             Ok(()) => {
                 info!(%cidr, %via, "route to a node's pods");
-                installed.insert(cidr, via);
+                installed.insert(cidr, route);
             }
             Err(error) => warn!(error = %chain(&error), "adding a node route"),
         }

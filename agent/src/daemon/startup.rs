@@ -57,7 +57,9 @@ pub(super) async fn start(
     let node_networks = sanity::read_node_networks().await?;
     sanity::check_overlaps(config.ipam, snapshot.own_node(), &node_networks)?;
     let net = super::netdev::setup(&mut datapath, &config).await?;
-    let remote = super::remote::Remote::inherit(&mut datapath)?;
+    let tunnel = super::tunnel::setup(&mut datapath, &config).await?;
+    let remote =
+        super::remote::Remote::inherit(&mut datapath)?.with_underlay(tunnel.map(|t| t.underlay_v6));
     let mut ipam = IpamManager::new(ipam_config(&config))?;
     ipam.observe_node(snapshot.own_node());
     let mut state = State {
@@ -91,6 +93,7 @@ pub(super) async fn start(
         pod_ifaces: super::attachment_lock::AttachmentLocks::default(),
         finisher: super::del::Finisher::default(),
         metrics,
+        tunnel,
         attach_mode,
         started,
         _locks: locks,

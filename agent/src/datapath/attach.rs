@@ -1,6 +1,6 @@
 //! tc attachment of weft's programs: `from_container` on host-side veths (ingress),
-//! `to_netdev` / `from_netdev` on native devices (egress / ingress). One code path serves
-//! every [`Hook`].
+//! `to_netdev` / `from_netdev` on native devices (egress / ingress), `from_overlay` on the
+//! tunnel device (ingress). One code path serves every [`Hook`].
 //!
 //! TCX (kernel 6.6+): links pinned at `<pin_dir>/links/<program>/<ifname>`. A pinned link
 //! keeps the program attached while no agent runs; on start every pinned link is switched to the
@@ -13,7 +13,8 @@
 //! Netlink tc (pod veths, older kernels, or forced): a `clsact` qdisc and a direct-action
 //! filter at priority 1, handle 1, named after the program, as Cilium's legacy attach does. Filters live
 //! in the kernel without the agent; on start the agent replaces the filter on every interface
-//! its maps list (interfaces map for veths, native-devices map for devices) with the new
+//! its maps list (interfaces map for veths, native-devices map for devices, tunnel map for the
+//! tunnel device) with the new
 //! program (an atomic netlink replace).
 
 use std::{fs, io, path::PathBuf};
@@ -52,8 +53,13 @@ pub(super) const FROM_NETDEV: Hook = Hook {
     program: maps::PROG_FROM_NETDEV,
     attach_type: TcAttachType::Ingress,
 };
+/// `from_overlay` on tc ingress of the tunnel device.
+pub(super) const FROM_OVERLAY: Hook = Hook {
+    program: maps::PROG_FROM_OVERLAY,
+    attach_type: TcAttachType::Ingress,
+};
 /// Every hook, in the order links are re-adopted on start.
-pub(super) const HOOKS: [Hook; 3] = [FROM_CONTAINER, TO_NETDEV, FROM_NETDEV];
+pub(super) const HOOKS: [Hook; 4] = [FROM_CONTAINER, TO_NETDEV, FROM_NETDEV, FROM_OVERLAY];
 /// Netlink filter priority and handle (Cilium's defaults).
 const NL_PRIORITY: u16 = 1;
 const NL_HANDLE: TcHandle = TcHandle::new(0, 1);
@@ -237,6 +243,8 @@ fn adopt_hook(datapath: &mut Datapath, hook: Hook) -> Result<(), DatapathError> 
     if datapath.attach_mode.for_hook(hook) == AttachMode::Netlink {
         let ifindexes = if hook == FROM_CONTAINER {
             datapath.iface_indexes()?
+        } else if hook == FROM_OVERLAY {
+            datapath.tunnel_ifindex()?.into_iter().collect()
         } else {
             datapath.netdev_indexes()?
         };

@@ -44,6 +44,7 @@ pub mod cloud;
 pub mod device;
 mod error;
 mod node_routes;
+pub mod tunnel;
 
 /// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
 const MAX_IFNAME_LEN: usize = 15;

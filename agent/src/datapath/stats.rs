@@ -11,11 +11,12 @@ use std::{
 
 use agent_common::{
     Counter, EndpointInfo, EndpointKey, IfaceInfo, IpcacheInfo, IpcacheKey, MasqInfo, MasqKey,
-    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, maps, reason,
+    NatEntry4, NatEntry6, NatTuple4, NatTuple6, NetdevInfo, StackInfo, StackKey, TunnelInfo, maps,
+    reason,
 };
 use aya::{
     Pod,
-    maps::{HashMap, LpmTrie, Map, MapData, MapError, MapInfo, PerCpuArray},
+    maps::{Array, HashMap, LpmTrie, Map, MapData, MapError, MapInfo, PerCpuArray},
 };
 use serde::Serialize;
 
@@ -39,7 +40,7 @@ pub struct MapStat {
 /// One program attached to one interface.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProgramAttachment {
-    /// Program name (`from_container`, `to_netdev`, `from_netdev`).
+    /// Program name (`from_container`, `to_netdev`, `from_netdev`, `from_overlay`).
     pub program: &'static str,
     /// Interface name (`if<index>` when the index no longer resolves).
     pub ifname: String,
@@ -185,7 +186,8 @@ fn link_attachments(
 }
 
 /// Netlink tc: the maps are the record (`from_container` on every interface of the interfaces
-/// map, `to_netdev` and `from_netdev` on every native device).
+/// map, `to_netdev` and `from_netdev` on every native device, `from_overlay` on the tunnel
+/// map's device).
 fn netlink_attachments(
     pin_dir: &Path,
     hooks: &[Hook],
@@ -200,6 +202,10 @@ fn netlink_attachments(
                 .map_err(map_err(name, "opening the pin"))?
                 .keys()
                 .collect::<Result<_, _>>(),
+            maps::TUNNEL => Array::<MapData, TunnelInfo>::try_from(open(&path, name)?)
+                .map_err(map_err(name, "opening the pin"))?
+                .get(&0, 0)
+                .map(|t| (t.ifindex != 0).then_some(t.ifindex).into_iter().collect()),
             _ => HashMap::<MapData, u32, NetdevInfo>::try_from(open(&path, name)?)
                 .map_err(map_err(name, "opening the pin"))?
                 .keys()
@@ -217,10 +223,10 @@ fn netlink_attachments(
     };
     let mut out = Vec::new();
     for hook in hooks {
-        let map = if hook.program == maps::PROG_FROM_CONTAINER {
-            maps::IFACES
-        } else {
-            maps::NETDEVS
+        let map = match hook.program {
+            maps::PROG_FROM_CONTAINER => maps::IFACES,
+            maps::PROG_FROM_OVERLAY => maps::TUNNEL,
+            _ => maps::NETDEVS,
         };
         out.extend(keys(map)?.into_iter().map(|i| ProgramAttachment {
             program: hook.program,

@@ -1,5 +1,6 @@
 //! Taking the datapath off a node for good (`weft-agent cleanup`): the host-side veths
-//! ([`is_host_ifname`]; their pod ends and routes go with them), weft's netlink tc filters on
+//! ([`is_host_ifname`]; their pod ends and routes go with them), the tunnel device (its
+//! routes go with it), weft's netlink tc filters on
 //! every interface (the [`HOOKS`] programs, by name) and the `clsact` qdisc of an interface
 //! where they were the last filters, then every pin under the pin directory: unpinning a TCX
 //! link whose last reference is the pin detaches its program, unpinning a map frees it.
@@ -43,6 +44,15 @@ pub enum TeardownError {
     Veth {
         /// The veth.
         ifname: String,
+        /// The netlink error.
+        #[source]
+        source: Box<NetlinkError>,
+    },
+    /// The tunnel device cannot be deleted.
+    #[error(
+        "cannot delete weft's tunnel device: run as root (CAP_NET_ADMIN) in the host's network namespace"
+    )]
+    Tunnel {
         /// The netlink error.
         #[source]
         source: Box<NetlinkError>,
@@ -102,7 +112,7 @@ impl fmt::Display for Removed {
     }
 }
 
-/// Remove weft's veths, tc filters (and `clsact` qdiscs left empty) and every pin under
+/// Remove weft's veths, tunnel device, tc filters (and `clsact` qdiscs left empty) and every pin under
 /// `pin_dir` (and the directory); what was removed, in that order.
 ///
 /// # Errors
@@ -110,6 +120,7 @@ impl fmt::Display for Removed {
 pub async fn teardown(pin_dir: &Path) -> Result<Vec<Removed>, TeardownError> {
     let mut removed = Vec::new();
     remove_veths(&mut removed).await?;
+    remove_tunnel(&mut removed).await?;
     remove_tc(&mut removed).await?;
     remove_pin_dir(pin_dir, &mut removed)?;
     Ok(removed)
@@ -139,6 +150,23 @@ pub async fn remove_veths(removed: &mut Vec<Removed>) -> Result<(), TeardownErro
             });
         }
     }
+    Ok(())
+}
+
+/// Delete weft's tunnel device (the routes through it go with it), adding it to `removed`.
+///
+/// # Errors
+/// The device is there but cannot be deleted.
+pub async fn remove_tunnel(removed: &mut Vec<Removed>) -> Result<(), TeardownError> {
+    let gone = netlink::tunnel::remove_all()
+        .await
+        .map_err(|source| TeardownError::Tunnel {
+            source: Box::new(source),
+        })?;
+    removed.extend(gone.into_iter().map(|name| Removed {
+        what: "tunnel device",
+        name: name.to_owned(),
+    }));
     Ok(())
 }
 

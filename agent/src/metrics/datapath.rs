@@ -39,12 +39,17 @@ pub struct ProgramLabels {
 }
 
 /// What a counter reason means for the packet: `redirected` (delivered to a pod past the host
-/// stack), `passed` (to the host stack, reverse-NATed or not, or out of the device untouched), `answered` (ARP/ND reply), `dropped`,
+/// stack, or to the tunnel device), `passed` (to the host stack, reverse-NATed or not, or out of the device untouched), `answered` (ARP/ND reply), `dropped`,
 /// `masqueraded` (source-NATed on the way out).
 #[must_use]
 pub fn verdict(reason_name: &str) -> &'static str {
     match reason_name {
-        n if n == reason::name(reason::REDIRECT_LOCAL) => "redirected",
+        n if n == reason::name(reason::REDIRECT_LOCAL)
+            || n == reason::name(reason::ENCAP)
+            || n == reason::name(reason::OVERLAY_TO_POD) =>
+        {
+            "redirected"
+        }
         n if n == reason::name(reason::NEIGH_REPLY) => "answered",
         n if n == reason::name(reason::SNAT) => "masqueraded",
         n if n.starts_with("drop_") => "dropped",

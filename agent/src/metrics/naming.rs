@@ -168,11 +168,11 @@ pub fn drop_reason(weft: &str) -> &str {
 }
 
 /// Cilium's `direction`: `EGRESS` from an endpoint (`from_container`, and pod traffic leaving
-/// through `to_netdev`), `INGRESS` to one (`from_netdev`), `UNKNOWN` for the reasons more than
+/// through `to_netdev`), `INGRESS` to one (`from_netdev`, `from_overlay`), `UNKNOWN` for the reasons more than
 /// one program counts (untouched device traffic, a failed rewrite).
 #[must_use]
 pub fn direction(weft: &str) -> &'static str {
-    const EGRESS: [u32; 13] = [
+    const EGRESS: [u32; 14] = [
         reason::REDIRECT_LOCAL,
         reason::PASS_STACK,
         reason::NEIGH_REPLY,
@@ -186,8 +186,15 @@ pub fn direction(weft: &str) -> &'static str {
         reason::SNAT_SKIP_REPLY,
         reason::DROP_NAT_NO_PORT,
         reason::DROP_NAT_UNSUPPORTED,
+        reason::ENCAP,
     ];
-    const INGRESS: [u32; 2] = [reason::REV_SNAT, reason::NETDEV_TO_POD];
+    const INGRESS: [u32; 5] = [
+        reason::REV_SNAT,
+        reason::NETDEV_TO_POD,
+        reason::OVERLAY_TO_POD,
+        reason::OVERLAY_PASS,
+        reason::DROP_NO_TUNNEL_KEY,
+    ];
     if EGRESS.iter().any(|&r| reason::name(r) == weft) {
         "EGRESS"
     } else if INGRESS.iter().any(|&r| reason::name(r) == weft) {

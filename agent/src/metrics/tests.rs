@@ -246,6 +246,10 @@ fn every_reason_has_a_verdict() {
         ("drop_nat_unsupported", "dropped"),
         ("pass_stack_flow", "passed"),
         ("netdev_to_pod", "passed"),
+        ("encap", "redirected"),
+        ("overlay_to_pod", "redirected"),
+        ("overlay_pass", "passed"),
+        ("drop_no_tunnel_key", "dropped"),
     ];
     assert_eq!(
         expected.len(),

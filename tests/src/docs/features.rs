@@ -82,12 +82,12 @@ judges each one, from the config file and from this node's CiliumNodeConfig defa
   key it is closest to.
 
 Values are judged as resolved: a node's CiliumNodeConfig `defaults` override the file, so
-weft's nodes can get `routing-mode: native` while Cilium's keep their tunnel. An empty value
+weft's nodes can get `enable-policy: never` while Cilium's keep enforcing. An empty value
 means Cilium's default, and passes only where that default is what weft does. Booleans compare
 as booleans (`\"False\"`, `\"0\"`). The policy keys are moot under `enable-policy: never`.
-Cilium's chart with its default values (1.18, 1.19 and 1.20 are tested) is refused for three
-keys: `routing-mode: tunnel`, `enable-policy: default` and
-`enable-k8s-networkpolicy: \"true\"`.
+Cilium's chart with its default values (1.18, 1.19 and 1.20 are tested) is refused for two
+keys: `enable-policy: default` and `enable-k8s-networkpolicy: \"true\"`; its
+`routing-mode: tunnel` weft runs (VXLAN).
 
 ";
 

@@ -19,6 +19,7 @@ mod restarts;
 mod router;
 mod static_ip;
 mod taint;
+mod tunnel;
 mod two_nodes;
 
 use std::{path::PathBuf, time::Duration};

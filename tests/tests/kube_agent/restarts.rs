@@ -16,10 +16,10 @@ use super::{Pod, add, ping, two_nodes::two_nodes, wait_for};
 const COUNT: u32 = 2000;
 
 /// A `ping` running in a pod, killed if the test fails before it finishes.
-struct Pinger(Option<Child>);
+pub(super) struct Pinger(Option<Child>);
 
 impl Pinger {
-    fn start(from: &Pod, to: IpAddr, count: u32) -> Self {
+    pub(super) fn start(from: &Pod, to: IpAddr, count: u32) -> Self {
         let child = from
             .netns
             .command("ping")
@@ -41,14 +41,14 @@ impl Pinger {
         Self(Some(child))
     }
 
-    fn running(&mut self) -> bool {
+    pub(super) fn running(&mut self) -> bool {
         self.0
             .as_mut()
             .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
     /// Wait for the end; (transmitted, received) from ping's summary.
-    fn finish(mut self) -> (u64, u64) {
+    pub(super) fn finish(mut self) -> (u64, u64) {
         let out = self
             .0
             .take()

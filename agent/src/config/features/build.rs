@@ -73,7 +73,6 @@ pub(super) const HUBBLE: &str = "Hubble; weft records no flows, so `hubble obser
 pub(super) const L7: &str = "the Envoy L7 proxy, which weft does not run";
 pub(super) const MAPS: &str = "sizes and tuning of Cilium's own eBPF maps; weft's maps have fixed sizes \
                     (docs/architecture.md)";
-pub(super) const TUNNEL_ONLY: &str = "read only with routing-mode: tunnel, which weft refuses";
 pub(super) const MESH: &str = "cluster mesh, which weft does not join";
 pub(super) const NO_POLICY: &str = "NetworkPolicy and CiliumNetworkPolicy objects are not enforced: traffic \
                          they deny flows";

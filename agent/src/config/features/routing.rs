@@ -1,6 +1,6 @@
 //! Rows: routing between nodes, BGP and L2 announcements, egress gateway, VTEP and SRv6.
 
-use super::build::{TUNNEL_ONLY, family, ignored, off, refused};
+use super::build::{family, ignored, off, refused};
 use super::{
     Area::{Bgp, Egress, Routing},
     Feature,
@@ -9,24 +9,21 @@ use super::{
 pub(super) const ROWS: &[Feature] = &[
     // Routing.
     refused(
-        "routing-mode",
-        Routing,
-        &["native"],
-        "pods on different nodes cannot reach each other: weft does not encapsulate",
-        "weft routes natively; set routing-mode: native with auto-direct-node-routes: \"true\" \
-         (nodes on one L2 network) or routes to every node's pod CIDR in your network",
-    ),
-    refused(
         "tunnel",
         Routing,
         &["disabled"],
-        "pods on different nodes cannot reach each other: weft does not encapsulate",
-        "set tunnel: disabled (Cilium before 1.14; newer: routing-mode: native) with \
-         auto-direct-node-routes: \"true\"",
+        "weft takes the routing mode from routing-mode (Cilium 1.14 and later), not from this \
+         key: without routing-mode it routes natively, and pods on different nodes may not \
+         reach each other",
+        "remove tunnel and set routing-mode: tunnel, or tunnel: disabled with routing-mode: \
+         native",
     ),
-    ignored("tunnel-protocol", Routing, TUNNEL_ONLY),
-    ignored("tunnel-port", Routing, TUNNEL_ONLY),
-    ignored("tunnel-source-port-range", Routing, TUNNEL_ONLY),
+    ignored(
+        "tunnel-source-port-range",
+        Routing,
+        "the kernel picks the outer UDP source port from a hash of the inner flow in the \
+         ephemeral range (Cilium's default, 0-0)",
+    ),
     ignored(
         "direct-routing-skip-unreachable",
         Routing,

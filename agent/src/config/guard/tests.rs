@@ -44,16 +44,10 @@ fn every_key_of_cilium_s_default_helm_config_has_a_verdict() {
         let config = helm_default(version);
         assert!(config.len() > 100, "{version}: {} keys", config.len());
         let review = review([("config file", &config)]);
-        // Cilium's defaults tunnel between nodes and enforce NetworkPolicy: weft has neither.
+        // Cilium's defaults enforce NetworkPolicy, which weft does not; their tunnel it runs.
         assert_eq!(
             refused_keys(&review),
-            ["enable-k8s-networkpolicy", "enable-policy", "routing-mode"],
-            "{version}"
-        );
-        let routing = review.refused.iter().find(|r| r.key == "routing-mode");
-        assert_eq!(
-            routing.map(|r| r.value.as_str()),
-            Some("tunnel"),
+            ["enable-k8s-networkpolicy", "enable-policy"],
             "{version}"
         );
     }
@@ -82,15 +76,15 @@ fn a_default_helm_config_with_native_routing_and_no_policy_starts() {
 
 #[test]
 fn a_refusal_names_key_value_source_breakage_and_way_out() {
-    let config = layer(&[("routing-mode", "tunnel"), ("tunnel-protocol", "vxlan")]);
+    let config = layer(&[("tunnel", "vxlan"), ("tunnel-protocol", "vxlan")]);
     let error = review([("config file", &config)])
         .enforce(false)
         .unwrap_err();
     let text = error.to_string();
     for part in [
-        "routing-mode: \"tunnel\" (config file)",
-        "pods on different nodes cannot reach each other",
-        "set routing-mode: native",
+        "tunnel: \"vxlan\" (config file)",
+        "pods on different nodes may not reach each other",
+        "set routing-mode: tunnel",
         ALLOW_FLAG,
     ] {
         assert!(text.contains(part), "{part:?} missing from {text}");
@@ -133,7 +127,6 @@ fn values_weft_matches_pass_whatever_their_spelling() {
         );
     }
     for (key, value) in [
-        ("routing-mode", ""),
         ("enable-policy", ""),
         ("enable-host-port", "true"),
         ("cni-chaining-mode", "aws-cni"),
@@ -155,12 +148,15 @@ fn values_weft_matches_pass_whatever_their_spelling() {
 
 #[test]
 fn a_ciliumnodeconfig_overrides_the_file_before_the_guard_judges() {
-    let file = layer(&[("routing-mode", "tunnel"), ("enable-wireguard", "true")]);
-    let node = layer(&[("routing-mode", "native")]);
+    let file = layer(&[
+        ("kube-proxy-replacement", "true"),
+        ("enable-wireguard", "true"),
+    ]);
+    let node = layer(&[("kube-proxy-replacement", "false")]);
     let fixed = review([("config file", &file), ("CiliumNodeConfig", &node)]);
     assert_eq!(refused_keys(&fixed), ["enable-wireguard"]);
-    let file = layer(&[("routing-mode", "native")]);
-    let node = layer(&[("routing-mode", "tunnel")]);
+    let file = layer(&[("kube-proxy-replacement", "false")]);
+    let node = layer(&[("kube-proxy-replacement", "true")]);
     let broken = review([("config file", &file), ("CiliumNodeConfig", &node)]);
     assert_eq!(broken.refused[0].source, "CiliumNodeConfig");
 }

@@ -246,6 +246,48 @@ pub const AUTO_DIRECT_NODE_ROUTES: Key = agent(
 )
 .flag(SWITCH);
 
+/// The `routing-mode` row.
+pub const ROUTING_MODE: Key = agent(
+    "routing-mode",
+    Value("native"),
+    Modes::All,
+    "how pods on other nodes are reached: native (routed by the network or \
+         auto-direct-node-routes) or tunnel (VXLAN between the nodes' addresses); empty is \
+         Cilium's default, tunnel",
+    |c, v| {
+        c.routing_mode = v.routing_mode()?;
+        Ok(())
+    },
+)
+.flag(VALUE);
+
+/// The `tunnel-protocol` row.
+pub const TUNNEL_PROTOCOL: Key = agent(
+    "tunnel-protocol",
+    Value("vxlan"),
+    Modes::All,
+    "encapsulation in tunnel mode: vxlan (geneve is refused: no geneve module on the kernels \
+         weft is tested on)",
+    |c, v| {
+        c.tunnel.protocol = v.tunnel_protocol()?;
+        Ok(())
+    },
+)
+.flag(VALUE);
+
+/// The `tunnel-port` row.
+pub const TUNNEL_PORT: Key = agent(
+    "tunnel-port",
+    Value("0"),
+    Modes::All,
+    "UDP port of the tunnel (0: 8472 for vxlan)",
+    |c, v| {
+        c.tunnel.port = v.port()?;
+        Ok(())
+    },
+)
+.flag(VALUE);
+
 /// The `cluster-name` row.
 pub const CLUSTER_NAME: Key = agent(
     "cluster-name",

@@ -74,8 +74,11 @@ fn remote_nodes_and_their_pods_but_not_our_own() {
     assert_eq!(pod.identity, 4242);
     assert_eq!(pod.tunnel_endpoint, Some("192.0.2.2".parse().unwrap()));
     assert_eq!(
-        desired_routes(&snapshot()),
-        BTreeMap::from([(net("10.2.0.0/24"), "192.0.2.2".parse().unwrap())])
+        desired_routes(&snapshot(), Routing::Direct, None),
+        BTreeMap::from([(
+            net("10.2.0.0/24"),
+            NodeRoute::Via("192.0.2.2".parse().unwrap())
+        )])
     );
     assert!(
         remote.apply(&snapshot(), &own()).is_empty(),
@@ -193,4 +196,50 @@ fn incremental_syncs_match_a_fresh_derivation() {
         assert_eq!(remote.entries(), expected, "step {step}");
     }
     assert!(map.len() > 20, "the churn kept some entries: {}", map.len());
+}
+
+/// A dual-stack node of another subnet: in tunnel routing both pod CIDRs tunnel to its IPv4
+/// address (the underlay's family) through the tunnel device at the pods' MTU; natively each
+/// family keeps its own.
+#[test]
+fn in_tunnel_routing_every_prefix_tunnels_to_the_underlay_address() {
+    let dual: CiliumNode = serde_json::from_value(json!({
+        "metadata": {"name": "n2"},
+        "spec": {"addresses": [{"type": "InternalIP", "ip": "192.0.2.2"},
+                               {"type": "InternalIP", "ip": "2001:db8::2"}],
+                 "ipam": {"podCIDRs": ["10.2.0.0/24", "fd00:2::/64"]}},
+    }))
+    .expect("node");
+    let mut snap = snapshot();
+    snap.nodes.insert("n2".to_owned(), dual);
+    let v4: IpAddr = "192.0.2.2".parse().expect("ip");
+    let mut remote = Remote::default().with_underlay(Some(false));
+    let mut map = BTreeMap::new();
+    write(&mut map, remote.apply(&snap, &own()));
+    assert_eq!(map[&net("fd00:2::/64")].tunnel_endpoint, Some(v4));
+    assert_eq!(map[&net("10.2.0.0/24")].tunnel_endpoint, Some(v4));
+    let routes = desired_routes(&snap, Routing::Tunnel { oif: 9, mtu: 1450 }, Some(false));
+    let tunnel = |cidr: &str| {
+        NodeRoute::Tunnel(TunnelRoute {
+            dst: net(cidr),
+            endpoint: v4,
+            id: identity::REMOTE_NODE,
+            oif: 9,
+            mtu: 1450,
+        })
+    };
+    assert_eq!(
+        routes,
+        BTreeMap::from([
+            (net("10.2.0.0/24"), tunnel("10.2.0.0/24")),
+            (net("fd00:2::/64"), tunnel("fd00:2::/64")),
+        ])
+    );
+    let mut native = Remote::default();
+    let mut map = BTreeMap::new();
+    write(&mut map, native.apply(&snap, &own()));
+    assert_eq!(
+        map[&net("fd00:2::/64")].tunnel_endpoint,
+        "2001:db8::2".parse().ok()
+    );
 }

@@ -215,4 +215,18 @@ pub enum NetlinkError {
         #[source]
         source: rtnetlink::Error,
     },
+    /// The tunnel device could not be made.
+    #[error(
+        "cannot create tunnel device {ifname} (UDP port {port}): is the port taken by another \
+         tunnel (Cilium's cilium_vxlan, flannel), or has the kernel no driver for it?"
+    )]
+    CreateTunnel {
+        /// The device.
+        ifname: String,
+        /// Its UDP port.
+        port: u16,
+        /// The underlying error.
+        #[source]
+        source: rtnetlink::Error,
+    },
 }
