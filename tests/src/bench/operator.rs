@@ -1,13 +1,17 @@
-//! `cargo xtask bench operator` (issue 13): the release `weft-operator` against the Kubernetes
-//! API emulator when 1000 CiliumNodes appear at once, in cluster-pool mode (a /24 of a /8 each)
+//! `cargo xtask bench operator` (issues 13 and 29): the release `weft-operator` against the
+//! Kubernetes API emulator when N CiliumNodes appear at once (1000 and 10,000 by default, each
+//! size in the same run), in cluster-pool mode (a /24 of a /8 each)
 //! and in multi-pool mode (two CiliumPodIPPools; each node asks for 8 addresses in each, as an
 //! agent with pre-allocation 8 does): how long until every node holds its blocks, how many API
 //! writes that took per node, the operator's memory and CPU time; then 100 nodes deleted (their
 //! v1 Nodes; the operator deletes the CiliumNodes) and 100 added: how long until the new ones
 //! are served. No block may be held by two nodes: every state the watch shows is checked, and the
-//! table counts each time it happened. Times are compared with a floor measured in the same run on a fresh
-//! emulator with no operator ([`floor`]). Nothing is asserted on time; the issue's targets are
-//! printed beside the numbers.
+//! table counts each time it happened. Times are compared with a floor measured in the same run
+//! on a fresh emulator with no operator ([`floor`]). After every size, one table per size; at
+//! the end, per mode and size, the time to serve against the floor, the operator's CPU time per
+//! node and its peak RSS, and the slope of the CPU time per node between the sizes ([`scale`]):
+//! an operator whose cost per node grows with the cluster shows it there. Nothing is asserted
+//! on time; the issues' targets are printed beside the numbers.
 //!
 //! The v1 Nodes exist before the timed part starts (a node registers before its agent creates
 //! its CiliumNode), and the CiliumNodes are stored through [`Emulator::put`], as fast as the
@@ -18,6 +22,7 @@ mod floor;
 mod http;
 mod phase;
 mod report;
+mod scale;
 
 use std::{
     collections::BTreeSet,
@@ -53,9 +58,9 @@ const SETTLE: Duration = Duration::from_secs(3);
 /// Options of the operator benchmark.
 #[derive(Debug, Clone)]
 pub struct OperatorOptions {
-    /// CiliumNodes created at once.
-    pub nodes: usize,
-    /// Nodes deleted, and nodes added, afterwards.
+    /// CiliumNodes created at once: one run of each mode per size, in this order.
+    pub nodes: Vec<usize>,
+    /// Nodes deleted, and nodes added, afterwards (at every size).
     pub churn: usize,
     /// The cluster-pool CIDR /24 blocks are carved from.
     pub cluster_cidr: IpNet,
@@ -66,7 +71,7 @@ pub struct OperatorOptions {
 impl Default for OperatorOptions {
     fn default() -> Self {
         Self {
-            nodes: 1000,
+            nodes: vec![1000, 10_000],
             churn: 100,
             cluster_cidr: "10.0.0.0/8".parse().expect("a CIDR"),
             timeout: Duration::from_mins(2),
@@ -145,10 +150,11 @@ fn ranges(mode: Mode, cluster: IpNet) -> Vec<(&'static str, IpNet, u8)> {
     }
 }
 
-/// What one mode measured.
+/// What one mode measured at one size.
 #[derive(Debug)]
 struct ModeResult {
     mode: Mode,
+    nodes: usize,
     floor: Floor,
     idle: ProcReading,
     burst: Phase,
@@ -169,6 +175,7 @@ impl Drop for Kubeconfig {
 /// done listing.
 fn start_cluster(
     opts: &OperatorOptions,
+    nodes: usize,
     mode: Mode,
 ) -> Result<(Emulator, Kubeconfig, Operator, ProcReading)> {
     let emu = Emulator::start();
@@ -194,7 +201,7 @@ fn start_cluster(
             }
         }
     }
-    for i in 0..opts.nodes {
+    for i in 0..nodes {
         emu.put(v1_node(i));
     }
     let mut op = Operator::new(&kubeconfig.0, &flags);
@@ -206,26 +213,26 @@ fn start_cluster(
     Ok((emu, kubeconfig, op, idle))
 }
 
-fn run_mode(opts: &OperatorOptions, mode: Mode) -> Result<ModeResult> {
+fn run_mode(opts: &OperatorOptions, nodes: usize, mode: Mode) -> Result<ModeResult> {
     let cluster = opts.cluster_cidr;
     let ranges = ranges(mode, cluster);
     let floor = floor::measure(
-        opts.nodes,
+        nodes,
         |emu, i| {
             emu.put(cilium_node(i, mode));
         },
         |i| ideal_patch(i, mode, cluster),
         |n| blocks::served(&blocks_of(n, mode), mode),
     )?;
-    eprintln!("{}: floor {floor:?}", mode.name());
-    let (emu, _kubeconfig, mut op, idle) = start_cluster(opts, mode)?;
+    eprintln!("{} at {nodes}: floor {floor:?}", mode.name());
+    let (emu, _kubeconfig, mut op, idle) = start_cluster(opts, nodes, mode)?;
     let pid = op.pid().context("the operator exited")?;
 
     // 1. Every node at once.
     emu.requests().reset();
-    let want: BTreeSet<String> = (0..opts.nodes).map(node_name).collect();
+    let want: BTreeSet<String> = (0..nodes).map(node_name).collect();
     let writes = || {
-        for i in 0..opts.nodes {
+        for i in 0..nodes {
             emu.put(cilium_node(i, mode));
         }
     };
@@ -238,11 +245,11 @@ fn run_mode(opts: &OperatorOptions, mode: Mode) -> Result<ModeResult> {
         opts.timeout,
         writes,
     )?;
-    let burst = finish_phase(&emu, pid, mode, opts.nodes, progress, idle.cpu_s)?;
+    let burst = finish_phase(&emu, pid, mode, nodes, progress, idle.cpu_s)?;
     eprintln!(
         "{}: {} CiliumNodes stored in {:.1?}, all served {:.1?} after the first",
         mode.name(),
-        opts.nodes,
+        nodes,
         burst.progress.stored,
         burst.all_served()
     );
@@ -251,7 +258,7 @@ fn run_mode(opts: &OperatorOptions, mode: Mode) -> Result<ModeResult> {
     // new nodes added, one of each after the other.
     emu.requests().reset();
     let gone: BTreeSet<String> = (0..opts.churn).map(node_name).collect();
-    let added: Vec<usize> = (opts.nodes..opts.nodes + opts.churn).collect();
+    let added: Vec<usize> = (nodes..nodes + opts.churn).collect();
     let want: BTreeSet<String> = added.iter().copied().map(node_name).collect();
     let cpu_before = read_proc(pid)?.cpu_s;
     let writes = || {
@@ -284,6 +291,7 @@ fn run_mode(opts: &OperatorOptions, mode: Mode) -> Result<ModeResult> {
     );
     Ok(ModeResult {
         mode,
+        nodes,
         floor,
         idle,
         burst,
@@ -292,20 +300,25 @@ fn run_mode(opts: &OperatorOptions, mode: Mode) -> Result<ModeResult> {
     })
 }
 
-/// Measure both modes, print, clean up.
+/// Measure both modes at every size, print, clean up.
 ///
 /// # Errors
 /// The operator is missing or exits, a phase times out, or a block is held by two nodes.
 pub fn run(opts: &OperatorOptions) -> Result<()> {
     ensure!(
-        opts.nodes > 0 && opts.churn <= opts.nodes,
-        "need nodes > 0 and churn <= nodes"
+        !opts.nodes.is_empty() && opts.nodes.iter().all(|n| *n > 0 && opts.churn <= *n),
+        "need at least one size, every size > 0 and churn <= every size"
     );
     let _ = crate::bin_path("weft-operator");
-    let mut results = Vec::new();
-    for mode in [Mode::ClusterPool, Mode::MultiPool(&POOL_NAMES)] {
-        results.push(run_mode(opts, mode)?);
+    let mut sizes = Vec::new();
+    for &nodes in &opts.nodes {
+        let mut results = Vec::new();
+        for mode in [Mode::ClusterPool, Mode::MultiPool(&POOL_NAMES)] {
+            results.push(run_mode(opts, nodes, mode)?);
+        }
+        report::print(opts, nodes, &results);
+        sizes.push(results);
     }
-    report::print(opts, &results);
+    scale::print(&sizes);
     Ok(())
 }

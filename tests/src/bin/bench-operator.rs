@@ -1,12 +1,13 @@
-//! `cargo xtask bench operator`: the release `weft-operator` serving 1000 CiliumNodes created at
-//! once (cluster-pool and multi-pool) through the Kubernetes API emulator, then 100 deleted and
-//! 100 added, against the emulator alone as the floor. Needs the release operator binary
+//! `cargo xtask bench operator`: the release `weft-operator` serving N CiliumNodes created at
+//! once (cluster-pool and multi-pool; `--nodes 1000,10000` by default, every size in the same
+//! run) through the Kubernetes API emulator, then 100 deleted and 100 added, against the
+//! emulator alone as the floor, and the operator's cost per node between the sizes. Needs the release operator binary
 //! (`cargo build --release -p weft-operator`; `cargo xtask bench operator` builds it); no root.
 
 use anyhow::{Context as _, bail};
 use weft_tests::bench::operator;
 
-const USAGE: &str = "use [--nodes N] [--churn N] [--cluster-cidr CIDR] [--timeout SECONDS]";
+const USAGE: &str = "use [--nodes N[,N...]] [--churn N] [--cluster-cidr CIDR] [--timeout SECONDS]";
 
 fn main() -> anyhow::Result<()> {
     let mut opts = operator::OperatorOptions::default();
@@ -17,7 +18,12 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("{arg} needs a value: {USAGE}"))
         };
         match arg.as_str() {
-            "--nodes" => opts.nodes = value()?.parse().context("--nodes")?,
+            "--nodes" => {
+                opts.nodes = value()?
+                    .split(',')
+                    .map(|n| n.trim().parse().context("--nodes: a list of numbers"))
+                    .collect::<anyhow::Result<_>>()?;
+            }
             "--churn" => opts.churn = value()?.parse().context("--churn")?,
             "--cluster-cidr" => opts.cluster_cidr = value()?.parse().context("--cluster-cidr")?,
             "--timeout" => {

@@ -9,15 +9,15 @@ use super::{
 };
 
 #[expect(clippy::cast_precision_loss, reason = "KiB counts far below 2^52")]
-fn mib(kib: u64) -> f64 {
+pub(super) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-fn ms(d: Duration) -> String {
+pub(super) fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn secs(d: Duration) -> String {
+pub(super) fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
@@ -183,8 +183,8 @@ fn end_rows(t: &mut Table) {
 }
 
 /// Print the table for `results` (one per mode).
-pub fn print(opts: &OperatorOptions, results: &[ModeResult]) {
-    let (n, c) = (opts.nodes, opts.churn);
+pub fn print(opts: &OperatorOptions, n: usize, results: &[ModeResult]) {
+    let c = opts.churn;
     let mut t = Table {
         results,
         rows: Vec::new(),
