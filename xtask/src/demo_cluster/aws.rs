@@ -39,7 +39,7 @@ fn estate() -> String {
     let instances: Vec<String> = (NODES.iter().zip(INSTANCES))
         .map(|(node, id)| {
             format!(
-                "  - {{id: {id}, instanceType: m5.large, subnet: subnet-0d0000000000d0001, \
+                "  - {{id: {id}, type: m5.large, subnet: subnet-0d0000000000d0001, \
                  primaryIp: {}, securityGroups: [sg-0d0000000000d0001]}}",
                 node.ip
             )
@@ -155,7 +155,17 @@ pub(super) fn make_vpc(created: &mut Created) -> Result<()> {
     created.vpc = true;
     let ip = |args: &[&str]| run::echo_run(Command::new("ip").args(["-n", VPC_NETNS]).args(args));
     ip(&["link", "set", "lo", "up"])?;
-    ip(&["link", "add", "pods", "type", "bridge"])?;
+    // A MAC of its own: a bridge taking its ports' lowest one would change it as ENIs are
+    // plugged in, and the kernel then flushes the neighbours (permanent ones too).
+    ip(&[
+        "link",
+        "add",
+        "pods",
+        "address",
+        "02:00:00:ff:00:01",
+        "type",
+        "bridge",
+    ])?;
     ip(&["addr", "add", POD_GATEWAY, "dev", "pods"])?;
     ip(&["link", "set", "pods", "up"])?;
     run::echo_run(Command::new("ip").args([
