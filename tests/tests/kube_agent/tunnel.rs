@@ -82,6 +82,16 @@ fn counted(router: &NamedNetNs, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no counter {name} in {doc}"))
 }
 
+/// The router forwarded no packet of a pod CIDR, and some VXLAN between the nodes.
+fn only_vxlan_crossed(router: &NamedNetNs) {
+    assert_eq!(
+        counted(router, "pods"),
+        0,
+        "pod-CIDR packets crossed the router"
+    );
+    assert!(counted(router, "vxlan") > 0, "no VXLAN crossed the router");
+}
+
 /// A veth between namespace `a` (`a_dev`, `a_ip`) and `b` (`b_dev`, `b_ip`), both up.
 fn wire(a: &NamedNetNs, a_dev: &str, a_ip: &str, b: &NamedNetNs, b_dev: &str, b_ip: &str) {
     run(Command::new("ip").args([
@@ -272,12 +282,7 @@ fn pods_on_two_routed_nodes_reach_each_other_through_the_tunnel_only() {
         Ok("a".to_owned())
     );
     // The router saw VXLAN between the node addresses, and no packet of a pod CIDR.
-    assert_eq!(
-        counted(&nodes.router, "pods"),
-        0,
-        "pod-CIDR packets crossed the router"
-    );
-    assert!(counted(&nodes.router, "vxlan") > 0);
+    only_vxlan_crossed(&nodes.router);
     assert_eq!(
         counted(&nodes.router, "other"),
         0,
@@ -446,12 +451,7 @@ fn ipv6_pods_reach_each_other_over_the_ipv4_underlay() {
         tcp_ask(&pa.netns, SocketAddr::new(b, 8080)),
         Ok("b".to_owned())
     );
-    assert_eq!(
-        counted(&nodes.router, "pods"),
-        0,
-        "pod-CIDR packets crossed the router"
-    );
-    assert!(counted(&nodes.router, "vxlan") > 0);
+    only_vxlan_crossed(&nodes.router);
 }
 
 #[test]
