@@ -6,19 +6,19 @@
 //! source/destination check, before and after a restart. Nothing here writes the CiliumNode's
 //! `status.eni`: the operator does.
 
-use std::{net::IpAddr, time::Duration};
+use std::time::Duration;
 
 use serde_json::Value;
 use weft_tests::{
     ThreadNetNs,
-    agent::{Agent, Pod, add, del, ping},
-    cloud::{self, HOST_IP, VPC_MTU, Vpc, rules_of},
+    agent::{add, del},
+    cloud::{self, VPC_MTU, Vpc, rules_of},
     ec2::{Ec2Emulator, Scenario, Tags},
     operator::Operator,
     require_root, unique,
 };
 
-use super::{Cluster, status, wait_for, wait_interface};
+use super::{Cluster, eni::reaches_the_vpc_host, wait_for, wait_interface};
 
 const VPC: &str = "vpc-0e2e0000000000001";
 const NODE_SUBNET: &str = "subnet-0e2e0000000000001";
@@ -49,20 +49,6 @@ fn estate() -> Scenario {
         .secret_keys
         .insert(ACCESS_KEY.to_owned(), SECRET_KEY.to_owned());
     scenario
-}
-
-/// The VPC host answers the pod's pings, and the source/destination check dropped nothing.
-fn reaches_the_vpc_host(vpc: &Vpc, agent: &Agent, pod: &Pod) {
-    let answered = (0..3).any(|_| ping(pod, IpAddr::V4(HOST_IP)));
-    let drops = vpc.drops();
-    assert!(
-        answered && drops == 0,
-        "the pod's ping to the VPC host: answered {answered}, source/destination check drops \
-         {drops}; rules of {}: {:?}\nstatus: {}",
-        pod.ips[0],
-        rules_of(pod.ips[0]),
-        status(agent)
-    );
 }
 
 #[test]

@@ -137,18 +137,18 @@ pub(crate) fn link(ifname: &str) -> (u64, bool, Vec<String>) {
     (l["mtu"].as_u64().unwrap_or_default(), up, addrs)
 }
 
-/// The pod's traffic to the VPC host goes out of ENI 1 and comes back: it answers, and the
+/// The pod's traffic to the VPC host goes out of its ENI and comes back: it answers, and the
 /// source/destination check dropped nothing.
-fn reaches_the_vpc_host(node: &EniNode, pod: &Pod) {
+pub(crate) fn reaches_the_vpc_host(vpc: &Vpc, agent: &Agent, pod: &Pod) {
     let answered = (0..3).any(|_| ping(pod, IpAddr::V4(HOST_IP)));
-    let drops = node.vpc.drops();
+    let drops = vpc.drops();
     assert!(
         answered && drops == 0,
         "the pod's ping to the VPC host: answered {answered}, source/destination check drops \
          {drops}; rules of {}: {:?}\nstatus: {}",
         pod.ips[0],
         rules_of(pod.ips[0]),
-        status(&node.agent)
+        status(agent)
     );
 }
 
@@ -198,7 +198,7 @@ fn a_pod_on_the_second_eni_reaches_the_vpc_host_through_it() {
             "10.6.1.1 dev eth1 proto kernel scope link",
         ]
     );
-    reaches_the_vpc_host(&node, &pod);
+    reaches_the_vpc_host(&node.vpc, &node.agent, &pod);
     let listed = status(&node.agent)["pod_rules"].to_string();
     assert!(
         listed.contains(&format!("111: from {ip}/32 to 10.6.0.0/16 lookup 11")),
@@ -246,7 +246,7 @@ fn a_pod_on_the_second_eni_reaches_the_vpc_host_through_it() {
         "rebuilt from the endpoint record at start-up"
     );
     assert_eq!(cloud::table(11).len(), 2, "and table 11 with them");
-    reaches_the_vpc_host(&node, &live);
+    reaches_the_vpc_host(&node.vpc, &node.agent, &live);
 
     // cleanup: no rule, no table route, no ENI address left.
     node.agent.stop();
@@ -284,7 +284,7 @@ fn without_masquerading_one_rule_sends_all_of_the_pod_s_traffic_to_its_eni() {
             format!("111: from {ip} lookup 11"),
         ]
     );
-    reaches_the_vpc_host(&node, &pod);
+    reaches_the_vpc_host(&node.vpc, &node.agent, &pod);
 }
 
 /// The test above with the pod's rules switched off (`WEFT_TEST_FAULTS=pod-rules=skip`; the
