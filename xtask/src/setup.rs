@@ -23,7 +23,8 @@ use crate::run::{self, display, output, succeeds};
 /// python3-venv for the venv that holds kubernetes-validate; buildah, the CA bundle and
 /// `strip` for `cargo xtask image`; iptables and nftables, with which the Services tests and
 /// benchmark write kube-proxy's rules; prometheus for `promtool check metrics`, which lints the
-/// agent's and the operator's `/metrics` in tests/tests/metrics_naming.rs).
+/// agent's and the operator's `/metrics` in tests/tests/metrics_naming.rs; curl, with which
+/// `demo-aws`'s nodes read their instance metadata).
 const DEB_PACKAGES: &[&str] = &[
     "bpftool",
     "iproute2",
@@ -45,6 +46,7 @@ const DEB_PACKAGES: &[&str] = &[
     "iptables",
     "nftables",
     "prometheus",
+    "curl",
 ];
 
 /// The venv that holds Python tools from PyPI (outside the repository, like the bpf-linker
